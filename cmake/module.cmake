@@ -1,0 +1,25 @@
+# agentkv_module(NAME DEPS...) : a static library from every .cpp in the
+# calling directory (an interface library while the module has none).
+function(agentkv_module name)
+  file(GLOB _srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp ${ARGV_EXTRA_DIRS})
+  if(_srcs)
+    add_library(${name} STATIC ${_srcs})
+    target_link_libraries(${name} PUBLIC ${ARGN})
+  else()
+    add_library(${name} INTERFACE)
+    target_link_libraries(${name} INTERFACE ${ARGN})
+  endif()
+endfunction()
+
+# agentkv_test(NAME DIR DEPS...) : one gtest binary from every .cpp in DIR.
+function(agentkv_test name dir)
+  file(GLOB _srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
+  if(NOT _srcs)
+    return()
+  endif()
+  add_executable(${name} ${_srcs})
+  target_link_libraries(${name} PRIVATE ${ARGN} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(${name} PRIVATE AGENTKV_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES ENVIRONMENT "AGENTKV_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+endfunction()

