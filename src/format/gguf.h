@@ -40,19 +40,27 @@ const char* gguf_type_name(GgufType t);
 // element type and elements (which may themselves be arrays).
 struct GgufValue {
   GgufType type = GgufType::kUint8;
-  uint64_t u = 0;      // kUint*, kBool
-  int64_t i = 0;       // kInt*
-  double f = 0;        // kFloat*
-  std::string s;       // kString
+  uint64_t u = 0;                         // kUint*, kBool
+  int64_t i = 0;                          // kInt*
+  double f = 0;                           // kFloat*
+  std::string s;                          // kString
   GgufType elem_type = GgufType::kUint8;  // kArray
   std::vector<GgufValue> arr;             // kArray
+
+  // Builders, mostly for GgufWriter users: of_uint(GgufType::kUint32, 7).
+  static GgufValue of_uint(GgufType t, uint64_t v);
+  static GgufValue of_int(GgufType t, int64_t v);
+  static GgufValue of_float(GgufType t, double v);
+  static GgufValue of_bool(bool v);
+  static GgufValue of_string(std::string v);
+  static GgufValue of_array(GgufType elem_type, std::vector<GgufValue> elems);
 };
 
 struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> ne;  // dimensions, ggml order: ne[0] is contiguous
   GgmlType type = GgmlType::kF32;
-  uint64_t offset = 0;      // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
 };
@@ -112,6 +120,8 @@ class GgufWriter {
   void add_kv(std::string key, GgufValue value);
   void add_string(std::string key, std::string v);
   void add_uint32(std::string key, uint32_t v);
+  void add_uint64(std::string key, uint64_t v);
+  void add_int32(std::string key, int32_t v);
   void add_float32(std::string key, float v);
   void add_bool(std::string key, bool v);
   void add_string_array(std::string key, const std::vector<std::string>& v);
