@@ -10,7 +10,11 @@ void set_exit_code(int code) { g_exit_code = code; }
 int exit_code() { return g_exit_code; }
 
 void register_all(CLI::App& app) {
-  (void)app;
+  register_generate(app);
+  register_logits(app);
+  register_tokenize(app);
+  register_bench_forward(app);
+  register_synth_model(app);
 }
 
 }  // namespace agentkv::cli

@@ -13,7 +13,7 @@ int exit_code();
 void register_generate(CLI::App& app);
 void register_bench_forward(CLI::App& app);
 void register_synth_model(CLI::App& app);
-void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_logits(CLI::App& app);
 
 }  // namespace agentkv::cli

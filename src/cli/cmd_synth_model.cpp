@@ -1,0 +1,68 @@
+// `agentkv synth-model`: write a random-weight model of any Llama-family shape.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "model/synth_model.h"
+
+namespace agentkv::cli {
+
+namespace {
+struct SynthArgs {
+  std::string preset = "tiny";
+  std::string out;
+  std::string vocab_from = default_model_path();
+  std::string type = "f32";
+  SynthModelConfig over;  // fields set by flags override the preset when non-zero
+  std::string arch;
+  int untied = -1;
+  uint64_t seed = 1;
+};
+
+void run(const SynthArgs& a) {
+  auto cfg = synth_model_preset(a.preset);
+  if (!cfg.is_ok()) return fail(cfg.status());
+  SynthModelConfig c = *cfg;
+  if (!a.arch.empty()) c.arch = a.arch;
+  if (a.over.n_layers > 0) c.n_layers = a.over.n_layers;
+  if (a.over.d_model > 0) c.d_model = a.over.d_model;
+  if (a.over.n_heads > 0) c.n_heads = a.over.n_heads;
+  if (a.over.n_kv_heads > 0) c.n_kv_heads = a.over.n_kv_heads;
+  if (a.over.head_dim > 0) c.head_dim = a.over.head_dim;
+  if (a.over.ffn_dim > 0) c.ffn_dim = a.over.ffn_dim;
+  if (a.over.n_vocab > 0) c.n_vocab = a.over.n_vocab;
+  if (a.untied == 1) c.tied_embeddings = false;
+  c.seed = a.seed;
+  if (a.type == "f32") c.type = GgmlType::kF32;
+  else if (a.type == "f16") c.type = GgmlType::kF16;
+  else if (a.type == "q8_0") c.type = GgmlType::kQ8_0;
+  else return fail(make_error(ErrorCode::kInvalidArgument, "--type must be f32, f16 or q8_0"));
+  auto vf = GgufFile::open(a.vocab_from);
+  if (!vf.is_ok()) return fail(vf.status());
+  if (Status st = synth_model_write(c, *vf, a.out); !st.is_ok()) return fail(st);
+  std::printf("wrote %s: %s, %d layers, d_model %d, %d/%d heads, ffn %d, %s\n", a.out.c_str(), c.arch.c_str(),
+              c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.ffn_dim, a.type.c_str());
+}
+}  // namespace
+
+void register_synth_model(CLI::App& app) {
+  auto a = std::make_shared<SynthArgs>();
+  CLI::App* cmd = app.add_subcommand("synth-model", "Write a random-weight Llama-family model as a GGUF file");
+  cmd->add_option("-o,--out", a->out, "output .gguf path")->required();
+  cmd->add_option("--preset", a->preset, "tiny, smollm2-135m, llama-1b or llama-8b")->capture_default_str();
+  cmd->add_option("--arch", a->arch, "llama, mistral, qwen2 or qwen3");
+  cmd->add_option("--layers", a->over.n_layers, "number of layers");
+  cmd->add_option("--d-model", a->over.d_model, "embedding width");
+  cmd->add_option("--heads", a->over.n_heads, "attention heads");
+  cmd->add_option("--kv-heads", a->over.n_kv_heads, "key/value heads (GQA)");
+  cmd->add_option("--head-dim", a->over.head_dim, "head dimension (default d_model / heads)");
+  cmd->add_option("--ffn", a->over.ffn_dim, "feed-forward width");
+  cmd->add_option("--vocab", a->over.n_vocab, "vocabulary rows (default: the vocabulary file's size)");
+  cmd->add_option("--vocab-from", a->vocab_from, "GGUF whose tokenizer is copied")->capture_default_str();
+  cmd->add_option("--type", a->type, "matrix type: f32, f16 or q8_0")->capture_default_str();
+  cmd->add_flag("--untied{1}", a->untied, "separate output matrix instead of tied embeddings");
+  cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace agentkv::cli

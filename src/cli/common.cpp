@@ -1,0 +1,61 @@
+#include "cli/common.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "cli/commands.h"
+
+namespace agentkv::cli {
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
+  return "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+void add_engine_options(CLI::App* cmd, EngineOptions* o) {
+  o->model_path = default_model_path();
+  o->n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("-m,--model", o->model_path, "GGUF model file (default: $AGENTKV_MODEL or the SmolLM2 default)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->n_threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("-c,--ctx-size", o->n_ctx, "KV cache capacity in tokens")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 22));
+  cmd->add_option("--block-size", o->block_size, "tokens per KV block")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--ubatch", o->ubatch, "max token rows per forward step during prefill")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+}
+
+void fail(const Status& st) {
+  std::fprintf(stderr, "error: %s\n", st.message().c_str());
+  set_exit_code(1);
+}
+
+std::string escape_piece(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20) out += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
+  std::vector<int32_t> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ',' || s[i] == ' ' || s[i] == '\n' || s[i] == '\t')) ++i;
+    if (i >= s.size()) break;
+    size_t j = i;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    if (j == i || j - i > 9) return make_error(ErrorCode::kInvalidArgument, "bad token id near '", s.substr(i, 12), "'");
+    out.push_back(std::stoi(s.substr(i, j - i)));
+    i = j;
+  }
+  return out;
+}
+
+}  // namespace agentkv::cli

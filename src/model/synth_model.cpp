@@ -1,0 +1,164 @@
+#include "model/synth_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace agentkv {
+
+namespace {
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (exp <= 0) {  // subnormal or zero in half precision
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    const int shift = 14 - exp;
+    uint32_t half = mant >> shift;
+    if ((mant >> (shift - 1)) & 1) ++half;  // round half up
+    return static_cast<uint16_t>(sign | half);
+  }
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  if (mant & 0x1000) ++half;  // round to nearest (ties away), may carry into the exponent correctly
+  return static_cast<uint16_t>(half);
+}
+
+// Encodes rows of f32 values in `type` (f32, f16 or q8_0).
+Result<std::vector<uint8_t>> encode(GgmlType type, const std::vector<float>& v) {
+  std::vector<uint8_t> out;
+  if (type == GgmlType::kF32) {
+    out.resize(v.size() * 4);
+    std::memcpy(out.data(), v.data(), out.size());
+  } else if (type == GgmlType::kF16) {
+    out.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t h = f32_to_f16(v[i]);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  } else if (type == GgmlType::kQ8_0) {  // blocks of 32: f16 scale d, 32 x int8 q, x = d * q
+    if (v.size() % 32) return make_error(ErrorCode::kInvalidArgument, "q8_0 needs rows that are multiples of 32");
+    out.resize(v.size() / 32 * 34);
+    for (size_t b = 0; b < v.size() / 32; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[b * 32 + j]));
+      const float d = amax / 127.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      uint16_t dh = f32_to_f16(d);
+      std::memcpy(&out[b * 34], &dh, 2);
+      for (int j = 0; j < 32; ++j) {
+        out[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(v[b * 32 + j] * id)));
+      }
+    }
+  } else {
+    return make_error(ErrorCode::kUnsupported, "synth-model writes f32, f16 or q8_0 only");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<SynthModelConfig> synth_model_preset(const std::string& name) {
+  SynthModelConfig c;
+  if (name == "tiny") return c;
+  if (name == "smollm2-135m") {
+    c.n_layers = 30, c.d_model = 576, c.n_heads = 9, c.n_kv_heads = 3, c.ffn_dim = 1536, c.rope_freq_base = 100000.0f;
+    return c;
+  }
+  if (name == "llama-1b") {
+    c.n_layers = 16, c.d_model = 2048, c.n_heads = 32, c.n_kv_heads = 8, c.ffn_dim = 8192, c.rope_freq_base = 500000.0f;
+    return c;
+  }
+  if (name == "llama-8b") {
+    c.n_layers = 32, c.d_model = 4096, c.n_heads = 32, c.n_kv_heads = 8, c.ffn_dim = 14336;
+    c.rope_freq_base = 500000.0f, c.tied_embeddings = false;
+    return c;
+  }
+  return make_error(ErrorCode::kInvalidArgument, "unknown preset '", name, "' (tiny, smollm2-135m, llama-1b, llama-8b)");
+}
+
+Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, const std::string& out_path) {
+  if (c.n_layers <= 0 || c.d_model <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0) {
+    return make_error(ErrorCode::kInvalidArgument, "model dimensions must be positive");
+  }
+  if (c.n_heads % c.n_kv_heads) return make_error(ErrorCode::kInvalidArgument, "heads must be a multiple of kv heads");
+  const int32_t hd = c.head_dim > 0 ? c.head_dim : c.d_model / c.n_heads;
+  if (hd <= 0 || hd % 2) return make_error(ErrorCode::kInvalidArgument, "head dim must be even and positive");
+  AKV_ASSIGN_OR_RETURN(auto tokens, vocab_from.get_string_array("tokenizer.ggml.tokens"));
+  const int32_t n_vocab = c.n_vocab > 0 ? c.n_vocab : static_cast<int32_t>(tokens.size());
+  if (n_vocab > static_cast<int32_t>(tokens.size())) {
+    return make_error(ErrorCode::kInvalidArgument, "n_vocab ", n_vocab, " exceeds the vocabulary file's ", tokens.size());
+  }
+
+  GgufWriter w;
+  const std::string& a = c.arch;
+  w.add_string("general.architecture", a);
+  w.add_string("general.name", "agentkv synth " + a);
+  w.add_uint32(a + ".block_count", c.n_layers);
+  w.add_uint32(a + ".context_length", 8192);
+  w.add_uint32(a + ".embedding_length", c.d_model);
+  w.add_uint32(a + ".feed_forward_length", c.ffn_dim);
+  w.add_uint32(a + ".attention.head_count", c.n_heads);
+  w.add_uint32(a + ".attention.head_count_kv", c.n_kv_heads);
+  w.add_uint32(a + ".attention.key_length", hd);
+  w.add_uint32(a + ".attention.value_length", hd);
+  w.add_uint32(a + ".rope.dimension_count", hd);
+  w.add_float32(a + ".rope.freq_base", c.rope_freq_base);
+  w.add_float32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  for (const auto& [k, v] : vocab_from.kvs()) {
+    if (k.rfind("tokenizer.", 0) == 0) w.add_kv(k, v);
+  }
+
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<float> normal(0.0f, c.init_std);
+  Status err;
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type) {
+    if (!err.is_ok()) return;
+    std::vector<float> v(rows * cols);
+    for (auto& x : v) x = normal(rng);
+    auto enc = encode(type, v);
+    if (!enc.is_ok()) {
+      err = enc.status().with_context(name);
+      return;
+    }
+    w.add_tensor(name, type, {cols, rows}, std::move(enc).value());
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    w.add_tensor_f32(name, {n}, std::vector<float>(n, 1.0f));
+  };
+  matrix("token_embd.weight", n_vocab, c.d_model, c.type);
+  ones("output_norm.weight", c.d_model);
+  if (!c.tied_embeddings) matrix("output.weight", n_vocab, c.d_model, c.type);
+  const int64_t qd = int64_t{c.n_heads} * hd, kvd = int64_t{c.n_kv_heads} * hd;
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    ones(p + "attn_norm.weight", c.d_model);
+    matrix(p + "attn_q.weight", qd, c.d_model, c.type);
+    matrix(p + "attn_k.weight", kvd, c.d_model, c.type);
+    matrix(p + "attn_v.weight", kvd, c.d_model, c.type);
+    matrix(p + "attn_output.weight", c.d_model, qd, c.type);
+    if (a == "qwen2") {
+      for (auto [n, d] : {std::pair{"attn_q.bias", qd}, {"attn_k.bias", kvd}, {"attn_v.bias", kvd}}) {
+        std::vector<float> b(d);
+        for (auto& x : b) x = normal(rng);
+        w.add_tensor_f32(p + n, {d}, b);
+      }
+    }
+    if (a == "qwen3") {
+      ones(p + "attn_q_norm.weight", hd);
+      ones(p + "attn_k_norm.weight", hd);
+    }
+    ones(p + "ffn_norm.weight", c.d_model);
+    matrix(p + "ffn_gate.weight", c.ffn_dim, c.d_model, c.type);
+    matrix(p + "ffn_up.weight", c.ffn_dim, c.d_model, c.type);
+    matrix(p + "ffn_down.weight", c.d_model, c.ffn_dim, c.type);
+  }
+  AKV_RETURN_IF_ERROR(err);
+  return w.write(out_path);
+}
+
+}  // namespace agentkv

@@ -1,0 +1,58 @@
+// Model weights in the compute dtype, dequantized at load. Shapes are
+// row-major, outermost first; a Linear weight is (out_features, in_features).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_spec.h"
+
+namespace agentkv {
+
+// The dtype weights are dequantized to at load. Only f32 is implemented; the
+// parameter exists so bf16/f16 compute can be added without touching callers.
+enum class DType { kF32 };
+
+struct DenseTensor {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+
+  bool empty() const { return data.empty(); }
+  const float* f32() const { return data.data(); }
+  int64_t numel() const { return static_cast<int64_t>(data.size()); }
+};
+
+struct LayerWeights {
+  DenseTensor attn_norm;  // (d_model)
+  DenseTensor wq;         // (n_heads * head_dim, d_model)
+  DenseTensor wk;         // (n_kv_heads * head_dim, d_model)
+  DenseTensor wv;         // (n_kv_heads * head_dim, d_model)
+  DenseTensor bq;         // (n_heads * head_dim)     qwen2 only, else empty
+  DenseTensor bk;         // (n_kv_heads * head_dim)  qwen2 only
+  DenseTensor bv;         // (n_kv_heads * head_dim)  qwen2 only
+  DenseTensor q_norm;     // (head_dim)               qwen3 only
+  DenseTensor k_norm;     // (head_dim)               qwen3 only
+  DenseTensor wo;         // (d_model, n_heads * head_dim)
+  DenseTensor ffn_norm;   // (d_model)
+  DenseTensor w_gate;     // (ffn_dim, d_model)
+  DenseTensor w_up;       // (ffn_dim, d_model)
+  DenseTensor w_down;     // (d_model, ffn_dim)
+};
+
+struct Weights {
+  DenseTensor tok_embd;     // (n_vocab, d_model)
+  DenseTensor output_norm;  // (d_model)
+  DenseTensor output;       // (n_vocab, d_model); empty when tied to tok_embd
+  DenseTensor rope_freqs;   // (rope_dim / 2) frequency divisors, Llama 3 scaling; may be empty
+  std::vector<LayerWeights> layers;
+};
+
+struct Model {
+  ModelSpec spec;
+  Weights w;
+
+  const DenseTensor& output_weight() const { return w.output.empty() ? w.tok_embd : w.output; }
+};
+
+}  // namespace agentkv

@@ -1,0 +1,51 @@
+// The runner executes a Step: a varlen, layer-by-layer forward over all token
+// rows of a batch, with attention for each row over its sequence's block
+// table. It is the only place where the model, the KV storage and the backend
+// kernels meet.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kv/kv_storage.h"
+#include "model/weights.h"
+#include "runtime/step.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+class Runner {
+ public:
+  Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage* kv);
+
+  // Runs the step; logits of the rows marked `logits` are written in row order
+  // to `logits` ([n_logit_rows, n_vocab]). Validates the step against the
+  // model and the KV storage first (token ids, slots, block tables).
+  Status execute(const Step& step, std::vector<float>* logits);
+
+  const Model& model() const { return *model_; }
+
+ private:
+  Status validate(const Step& step) const;
+  void layer_forward(int layer, int64_t n_rows, const AttentionPlan& plan);
+
+  std::shared_ptr<const Model> model_;
+  backend_i* backend_;
+  KvStorage* kv_;
+  RopeParams rope_;
+
+  // Scratch, grown to the largest step seen. Shapes for R rows:
+  std::vector<float> x_;      // (R, d_model) residual stream
+  std::vector<float> h_;      // (R, d_model) normed input
+  std::vector<float> q_;      // (R, n_heads * head_dim)
+  std::vector<float> k_;      // (R, kv_dim)
+  std::vector<float> v_;      // (R, kv_dim)
+  std::vector<float> att_;    // (R, n_heads * head_dim)
+  std::vector<float> gate_;   // (R, ffn_dim)
+  std::vector<float> up_;     // (R, ffn_dim)
+  std::vector<int32_t> row_pos_, row_indptr_, block_indptr_, block_ids_;
+  std::vector<int64_t> slots_;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,179 @@
+#include "model/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "model/synth_model.h"
+#include "test_models.h"
+
+namespace agentkv {
+namespace {
+
+using testing::tiny_vocab_writer;
+using testing::write_synth_model;
+
+TEST(ModelSpec, ReadsHyperParametersOfEachArch) {
+  for (std::string arch : {"llama", "mistral", "qwen2", "qwen3"}) {
+    SynthModelConfig c;
+    c.arch = arch;
+    c.n_layers = 3, c.d_model = 48, c.n_heads = 6, c.n_kv_heads = 2, c.ffn_dim = 80;
+    std::string path = write_synth_model(c);
+    ASSERT_FALSE(path.empty());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    auto s = model_spec_from_gguf(*f);
+    ASSERT_TRUE(s.is_ok()) << s.status().message();
+    EXPECT_EQ(s->n_layers, 3);
+    EXPECT_EQ(s->d_model, 48);
+    EXPECT_EQ(s->n_heads, 6);
+    EXPECT_EQ(s->n_kv_heads, 2);
+    EXPECT_EQ(s->head_dim, 8);
+    EXPECT_EQ(s->ffn_dim, 80);
+    EXPECT_EQ(s->n_vocab, 300);
+    EXPECT_TRUE(s->tied_embeddings);
+    EXPECT_EQ(s->rope_style, arch.rfind("qwen", 0) == 0 ? RopeStyle::kNeox : RopeStyle::kNormal);
+    auto m = model_load(*f, LoadOptions{});
+    ASSERT_TRUE(m.is_ok()) << arch << ": " << m.status().message();
+    EXPECT_EQ((*m)->w.layers.size(), 3u);
+    EXPECT_EQ((*m)->w.layers[0].bq.empty(), arch != "qwen2");
+    EXPECT_EQ((*m)->w.layers[0].q_norm.empty(), arch != "qwen3");
+    std::remove(path.c_str());
+  }
+}
+
+TEST(ModelLoader, QuantizedMatricesDequantizeCloseToF32) {
+  SynthModelConfig c;
+  c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 128, c.seed = 5;
+  std::string p32 = write_synth_model(c);
+  c.type = GgmlType::kQ8_0;
+  std::string p8 = write_synth_model(c);
+  c.type = GgmlType::kF16;
+  std::string p16 = write_synth_model(c);
+  auto m32 = model_load_file(p32, {});
+  auto m8 = model_load_file(p8, {});
+  auto m16 = model_load_file(p16, {});
+  ASSERT_TRUE(m32.is_ok() && m8.is_ok() && m16.is_ok());
+  const auto& a = (*m32)->w.layers[1].w_down.data;
+  const auto& b = (*m8)->w.layers[1].w_down.data;
+  const auto& h = (*m16)->w.layers[1].w_down.data;
+  ASSERT_EQ(a.size(), b.size());
+  double max_err8 = 0, max_err16 = 0, max_abs = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_err8 = std::max(max_err8, double(std::fabs(a[i] - b[i])));
+    max_err16 = std::max(max_err16, double(std::fabs(a[i] - h[i])));
+    max_abs = std::max(max_abs, double(std::fabs(a[i])));
+  }
+  EXPECT_GT(max_err8, 0);                 // it really was quantized
+  EXPECT_LT(max_err8, max_abs / 127.0);   // within half a q8_0 step of the block max, and then some
+  EXPECT_LT(max_err16, max_abs * 1e-3);
+  for (auto* p : {&p32, &p8, &p16}) std::remove(p->c_str());
+}
+
+// Writes a model whose tensor list is edited by `edit` before writing.
+std::string write_edited(const std::function<void(GgufWriter&)>& add_tensors) {
+  GgufWriter w = tiny_vocab_writer();
+  w.add_string("general.architecture", "llama");
+  w.add_uint32("llama.block_count", 1);
+  w.add_uint32("llama.embedding_length", 8);
+  w.add_uint32("llama.feed_forward_length", 16);
+  w.add_uint32("llama.attention.head_count", 2);
+  w.add_uint32("llama.attention.head_count_kv", 1);
+  add_tensors(w);
+  std::string path = "/tmp/agentkv_loader_edit_" + std::to_string(getpid()) + ".gguf";
+  EXPECT_TRUE(w.write(path).is_ok());
+  return path;
+}
+
+void add_all_but(GgufWriter& w, const std::string& skip, const std::string& misshape = "") {
+  auto t = [&](const std::string& name, std::vector<int64_t> ne) {
+    if (name == skip) return;
+    if (name == misshape) ne[0] += 1;
+    int64_t n = 1;
+    for (auto d : ne) n *= d;
+    w.add_tensor_f32(name, ne, std::vector<float>(n, 0.5f));
+  };
+  t("token_embd.weight", {8, 300});
+  t("output_norm.weight", {8});
+  t("blk.0.attn_norm.weight", {8});
+  t("blk.0.attn_q.weight", {8, 8});
+  t("blk.0.attn_k.weight", {8, 4});
+  t("blk.0.attn_v.weight", {8, 4});
+  t("blk.0.attn_output.weight", {8, 8});
+  t("blk.0.ffn_norm.weight", {8});
+  t("blk.0.ffn_gate.weight", {8, 16});
+  t("blk.0.ffn_up.weight", {8, 16});
+  t("blk.0.ffn_down.weight", {16, 8});
+}
+
+TEST(ModelLoader, CompleteHandWrittenModelLoads) {
+  std::string path = write_edited([](GgufWriter& w) { add_all_but(w, ""); });
+  auto m = model_load_file(path, {});
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(ModelLoader, MissingTensorIsNamed) {
+  std::string path = write_edited([](GgufWriter& w) { add_all_but(w, "blk.0.attn_v.weight"); });
+  auto m = model_load_file(path, {});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("missing tensor 'blk.0.attn_v.weight'"), std::string::npos)
+      << m.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(ModelLoader, MisshapenTensorIsNamedWithBothShapes) {
+  std::string path = write_edited([](GgufWriter& w) { add_all_but(w, "", "blk.0.ffn_up.weight"); });
+  auto m = model_load_file(path, {});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("tensor 'blk.0.ffn_up.weight' has shape [16, 9], expected [16, 8]"),
+            std::string::npos)
+      << m.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(ModelLoader, UnsupportedTypeIsNamed) {
+  std::string path = write_edited([](GgufWriter& w) {
+    add_all_but(w, "blk.0.attn_q.weight");
+    // i32: a real ggml type that is no weight format, so it cannot be dequantized.
+    w.add_tensor("blk.0.attn_q.weight", GgmlType::kI32, {8, 8}, std::vector<uint8_t>(4 * 64, 0));
+  });
+  auto m = model_load_file(path, {});
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find("unsupported tensor type i32 in tensor 'blk.0.attn_q.weight'"),
+            std::string::npos)
+      << m.status().message();
+  std::remove(path.c_str());
+}
+
+TEST(ModelSpec, UnknownArchitectureIsAClearError) {
+  GgufWriter w = tiny_vocab_writer();
+  w.add_string("general.architecture", "mamba");
+  auto bytes = w.to_bytes();
+  auto f = GgufFile::parse(bytes);
+  ASSERT_TRUE(f.is_ok());
+  auto s = model_spec_from_gguf(*f);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("unsupported architecture 'mamba'"), std::string::npos);
+}
+
+TEST(ModelSpec, HeadsMustDivideEvenly) {
+  GgufWriter w = tiny_vocab_writer();
+  w.add_string("general.architecture", "llama");
+  w.add_uint32("llama.block_count", 1);
+  w.add_uint32("llama.embedding_length", 12);
+  w.add_uint32("llama.feed_forward_length", 16);
+  w.add_uint32("llama.attention.head_count", 3);
+  w.add_uint32("llama.attention.head_count_kv", 2);
+  w.add_tensor_f32("token_embd.weight", {12, 300}, std::vector<float>(12 * 300));
+  auto bytes = w.to_bytes();
+  auto f = GgufFile::parse(bytes);
+  ASSERT_TRUE(f.is_ok());
+  auto s = model_spec_from_gguf(*f);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.status().message().find("not a multiple of head_count_kv"), std::string::npos) << s.status().message();
+}
+
+}  // namespace
+}  // namespace agentkv

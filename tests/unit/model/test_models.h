@@ -1,0 +1,39 @@
+// Builds small random-weight GGUF models in memory for tests that need no
+// download (through synth_model_write, the same path as `agentkv synth-model`).
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <unistd.h>
+
+#include "format/gguf.h"
+#include "model/synth_model.h"
+
+namespace agentkv::testing {
+
+// A minimal byte-level vocabulary: 256 single-byte tokens, enough for the
+// loader (the model tests do not tokenize).
+inline GgufWriter tiny_vocab_writer(int n_tokens = 300) {
+  GgufWriter w;
+  std::vector<std::string> toks;
+  for (int i = 0; i < n_tokens; ++i) toks.push_back("t" + std::to_string(i));
+  w.add_string("tokenizer.ggml.model", "gpt2");
+  w.add_string("tokenizer.ggml.pre", "default");
+  w.add_string_array("tokenizer.ggml.tokens", toks);
+  w.add_int32_array("tokenizer.ggml.token_type", std::vector<int32_t>(n_tokens, 1));
+  w.add_string_array("tokenizer.ggml.merges", {});
+  return w;
+}
+
+// Writes a synthetic model to a unique temp file and returns its path.
+inline std::string write_synth_model(const SynthModelConfig& cfg) {
+  auto bytes = tiny_vocab_writer().to_bytes();
+  auto vocab = GgufFile::parse(bytes);
+  if (!vocab.is_ok()) return "";
+  static int counter = 0;
+  std::string path = "/tmp/agentkv_test_model_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".gguf";
+  Status st = synth_model_write(cfg, *vocab, path);
+  return st.is_ok() ? path : "";
+}
+
+}  // namespace agentkv::testing
