@@ -1,0 +1,221 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace agentkv {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Sorted prefixes for top-p grow from this many tokens, doubling: a peaked
+// distribution reaches top_p within the first few dozen tokens, so most steps
+// never sort more than that out of a 49k vocabulary.
+constexpr size_t kFirstSortedChunk = 64;
+
+struct MaxInfo {
+  float logit = kNegInf;
+  int32_t id = 0;  // first (lowest) id holding the maximum
+};
+
+MaxInfo find_max(std::span<const float> logits) {
+  MaxInfo m;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > m.logit) {
+      m.logit = logits[i];
+      m.id = static_cast<int32_t>(i);
+    }
+  }
+  return m;
+}
+
+// Sum of exp(l - max) over the whole row: the temperature-1 partition function
+// relative to the max logit.
+double partition(std::span<const float> logits, float max_logit) {
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(l - max_logit);
+  return sum;
+}
+
+// Higher logit first; equal logits by lower id, so every cut is deterministic.
+bool ranks_before(float la, int32_t ia, float lb, int32_t ib) {
+  return la > lb || (la == lb && ia < ib);
+}
+
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n, float max_logit,
+                                       double log_z) {
+  std::vector<TokenLogprob> top;
+  if (n <= 0) return top;
+  const size_t want = std::min(static_cast<size_t>(n), logits.size());
+  top.reserve(want + 1);
+  // Insertion into a short sorted list: a token enters it rarely after the
+  // first few hundred, so this is one cheap compare per vocabulary entry.
+  // logprob holds the raw logit until the end.
+  auto before = [](const TokenLogprob& a, const TokenLogprob& b) {
+    return ranks_before(a.logprob, a.id, b.logprob, b.id);
+  };
+  for (size_t i = 0; i < logits.size(); ++i) {
+    TokenLogprob t{static_cast<int32_t>(i), logits[i]};
+    if (top.size() == want && !before(t, top.back())) continue;
+    top.insert(std::upper_bound(top.begin(), top.end(), t, before), t);
+    if (top.size() > want) top.pop_back();
+  }
+  for (auto& t : top) t.logprob = static_cast<float>(double(t.logprob) - double(max_logit) - log_z);
+  return top;
+}
+
+}  // namespace
+
+Status SamplingParams::validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+    return make_error(ErrorCode::kInvalidArgument, "temperature must be >= 0 (got ", temperature, ")");
+  }
+  if (top_k < 0) {
+    return make_error(ErrorCode::kInvalidArgument, "top_k must be >= 0, 0 disables it (got ", top_k, ")");
+  }
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    return make_error(ErrorCode::kInvalidArgument, "top_p must be in (0, 1] (got ", top_p, ")");
+  }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    return make_error(ErrorCode::kInvalidArgument, "min_p must be in [0, 1] (got ", min_p, ")");
+  }
+  if (n_logprobs < 0 || n_logprobs > kMaxLogprobs) {
+    return make_error(ErrorCode::kInvalidArgument, "n_logprobs must be in [0, ", kMaxLogprobs, "] (got ",
+                      n_logprobs, ")");
+  }
+  return Status::ok();
+}
+
+Sampler::Sampler(SamplingParams p) : params_(p), rng_(p.seed) {
+  // Clamp so that an unvalidated value degrades instead of misbehaving.
+  if (!(params_.temperature >= 0.0f) || !std::isfinite(params_.temperature)) params_.temperature = 0.0f;
+  params_.top_k = std::max(params_.top_k, 0);
+  if (!(params_.top_p > 0.0f) || params_.top_p > 1.0f) params_.top_p = 1.0f;
+  if (!(params_.min_p >= 0.0f)) params_.min_p = 0.0f;
+  params_.min_p = std::min(params_.min_p, 1.0f);
+  params_.n_logprobs = std::clamp(params_.n_logprobs, 0, SamplingParams::kMaxLogprobs);
+}
+
+double Sampler::filter(std::span<const float> logits, float max_logit, std::vector<Candidate>& cands,
+                       double* full_mass) const {
+  const size_t vocab = logits.size();
+  cands.resize(vocab);
+  double mass = 0.0;
+  for (size_t i = 0; i < vocab; ++i) {
+    const float w = std::exp(logits[i] - max_logit);
+    cands[i] = {static_cast<int32_t>(i), logits[i], w};
+    mass += w;
+  }
+  *full_mass = mass;
+  auto before = [](const Candidate& a, const Candidate& b) {
+    return ranks_before(a.logit, a.id, b.logit, b.id);
+  };
+  size_t n = vocab;     // live candidates are cands[0, n)
+  size_t n_sorted = 0;  // cands[0, n_sorted) are the best n_sorted, in order
+
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    n = static_cast<size_t>(params_.top_k);
+    std::partial_sort(cands.begin(), cands.begin() + n, cands.end(), before);
+    n_sorted = n;
+    mass = 0.0;
+    for (size_t i = 0; i < n; ++i) mass += cands[i].weight;
+  }
+
+  if (params_.top_p < 1.0f) {
+    // Sort only as far as the cumulative mass needs: grow the sorted prefix by
+    // doubling, each time selecting the next chunk with nth_element.
+    const double target = double(params_.top_p) * mass;
+    double cum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      if (i == n_sorted) {
+        const size_t next = std::min(n, std::max(kFirstSortedChunk, 2 * n_sorted));
+        std::nth_element(cands.begin() + n_sorted, cands.begin() + next, cands.begin() + n, before);
+        std::sort(cands.begin() + n_sorted, cands.begin() + next, before);
+        n_sorted = next;
+      }
+      cum += cands[i].weight;
+      if (cum >= target) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+
+  if (params_.min_p > 0.0f) {
+    // The max logit always survives the earlier filters and has weight exactly
+    // 1, so p >= min_p * p_max is weight >= min_p. remove_if is stable: a
+    // sorted prefix stays sorted.
+    const float min_w = params_.min_p;
+    auto end = std::remove_if(cands.begin(), cands.begin() + n,
+                              [min_w](const Candidate& c) { return c.weight < min_w; });
+    n = static_cast<size_t>(end - cands.begin());
+  }
+  cands.resize(n);
+
+  double kept = 0.0;
+  if (params_.temperature != 1.0f) {
+    const float inv_t = 1.0f / params_.temperature;
+    for (auto& c : cands) {
+      c.weight = std::exp((c.logit - max_logit) * inv_t);
+      kept += c.weight;
+    }
+  } else {
+    for (const auto& c : cands) kept += c.weight;
+  }
+  return kept;
+}
+
+SampleResult Sampler::sample(std::span<const float> logits) {
+  if (logits.empty()) return {-1, kNegInf, {}};
+  const MaxInfo max = find_max(logits);
+  if (max.logit == kNegInf) {
+    // Every token masked: nothing is sampleable. Return the lowest id rather
+    // than computing NaNs; the caller's length/eos logic ends the sequence.
+    return {max.id, kNegInf, {}};
+  }
+
+  int32_t chosen = max.id;
+  double log_z = 0.0;
+  if (params_.temperature == 0.0f) {
+    log_z = std::log(partition(logits, max.logit));
+  } else {
+    double full_mass = 0.0;
+    const double kept = filter(logits, max.logit, cands_, &full_mass);
+    log_z = std::log(full_mass);
+    // 53 random bits -> a uniform double in [0, 1), the same on every platform
+    // (std::uniform_real_distribution is not specified bit-for-bit).
+    const double u = double(rng_() >> 11) * 0x1.0p-53;
+    const double target = u * kept;
+    double cum = 0.0;
+    for (const auto& c : cands_) {
+      if (c.weight <= 0.0f) continue;
+      chosen = c.id;  // the last positive one stays chosen if rounding lets cum fall short
+      cum += c.weight;
+      if (cum > target) break;
+    }
+  }
+
+  SampleResult r;
+  r.id = chosen;
+  r.logprob = static_cast<float>(double(logits[chosen]) - double(max.logit) - log_z);
+  r.top = top_logprobs(logits, params_.n_logprobs, max.logit, log_z);
+  return r;
+}
+
+std::vector<double> Sampler::distribution(std::span<const float> logits) const {
+  std::vector<double> out(logits.size(), 0.0);
+  if (logits.empty()) return out;
+  const MaxInfo max = find_max(logits);
+  if (params_.temperature == 0.0f || max.logit == kNegInf) {
+    out[max.id] = 1.0;
+    return out;
+  }
+  std::vector<Candidate> cands;
+  double full_mass = 0.0;
+  const double kept = filter(logits, max.logit, cands, &full_mass);
+  for (const auto& c : cands) out[c.id] = c.weight / kept;
+  return out;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,330 @@
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace agentkv {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::vector<float> random_logits(uint64_t seed, size_t n, float sigma) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// log_softmax in double, the definition the logprobs must match.
+std::vector<double> log_softmax(const std::vector<float>& l) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (float x : l) m = std::max(m, double(x));
+  double s = 0;
+  for (float x : l) s += std::exp(double(x) - m);
+  std::vector<double> out(l.size());
+  for (size_t i = 0; i < l.size(); ++i) out[i] = double(l[i]) - m - std::log(s);
+  return out;
+}
+
+// One case of tests/unit/runtime/data/sampler_ref.txt, written by
+// tools/reference/sampler_ref.py (an independent numpy implementation).
+struct RefCase {
+  std::string name;
+  SamplingParams params;
+  std::vector<float> logits;
+  std::vector<double> probs;  // reference distribution, llama.cpp order
+  std::vector<double> alt;    // same filters with temperature applied first (wrong order)
+};
+
+std::vector<double> read_sparse(std::istringstream& in, size_t vocab) {
+  std::vector<double> p(vocab, 0.0);
+  size_t n = 0;
+  in >> n;
+  for (size_t i = 0; i < n; ++i) {
+    size_t id;
+    std::string v;
+    in >> id >> v;
+    if (id < vocab) p[id] = std::strtod(v.c_str(), nullptr);
+  }
+  return p;
+}
+
+std::vector<RefCase> load_ref_cases() {
+  const std::string path = std::string(AGENTKV_SOURCE_DIR) + "/tests/unit/runtime/data/sampler_ref.txt";
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << "cannot open " << path;
+  std::vector<RefCase> cases;
+  std::string line;
+  size_t vocab = 0;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string tag;
+    in >> tag;
+    if (tag == "case") {
+      RefCase c;
+      std::string k, t, p, m;
+      in >> c.name >> k >> vocab >> k >> t >> k >> c.params.top_k >> k >> p >> k >> m;
+      c.params.temperature = std::strtof(t.c_str(), nullptr);
+      c.params.top_p = std::strtof(p.c_str(), nullptr);
+      c.params.min_p = std::strtof(m.c_str(), nullptr);
+      cases.push_back(c);
+    } else if (tag == "logits") {
+      std::string v;
+      // strtof: the fixture writes each float32 with 9 significant digits, which names it exactly.
+      while (in >> v) cases.back().logits.push_back(std::strtof(v.c_str(), nullptr));
+      EXPECT_EQ(cases.back().logits.size(), vocab) << cases.back().name;
+    } else if (tag == "probs") {
+      cases.back().probs = read_sparse(in, vocab);
+    } else if (tag == "alt") {
+      cases.back().alt = read_sparse(in, vocab);
+    }
+  }
+  return cases;
+}
+
+const RefCase& find_case(const std::vector<RefCase>& cases, const std::string& name) {
+  for (const auto& c : cases) {
+    if (c.name == name) return c;
+  }
+  static RefCase none;
+  ADD_FAILURE() << "no fixture case " << name;
+  return none;
+}
+
+TEST(SamplingParams, ValidateNamesTheBadField) {
+  EXPECT_TRUE(SamplingParams{}.validate().is_ok());
+  struct Bad {
+    SamplingParams p;
+    std::string needle;
+  };
+  std::vector<Bad> bad;
+  bad.push_back({{.temperature = -0.5f}, "temperature must be >= 0"});
+  bad.push_back({{.temperature = std::nanf("")}, "temperature must be >= 0"});
+  bad.push_back({{.temperature = kInf}, "temperature must be >= 0"});
+  bad.push_back({{.top_k = -1}, "top_k must be >= 0"});
+  bad.push_back({{.top_p = 0.0f}, "top_p must be in (0, 1]"});
+  bad.push_back({{.top_p = 1.5f}, "top_p must be in (0, 1]"});
+  bad.push_back({{.min_p = -0.1f}, "min_p must be in [0, 1]"});
+  bad.push_back({{.min_p = 1.1f}, "min_p must be in [0, 1]"});
+  bad.push_back({{.n_logprobs = 21}, "n_logprobs must be in [0, 20]"});
+  bad.push_back({{.n_logprobs = -1}, "n_logprobs must be in [0, 20]"});
+  for (const auto& b : bad) {
+    Status st = b.p.validate();
+    ASSERT_FALSE(st.is_ok()) << b.needle;
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(b.needle), std::string::npos) << st.message();
+  }
+  SamplingParams edge{.temperature = 2.0f, .top_k = 5, .top_p = 1.0f, .min_p = 1.0f, .n_logprobs = 20};
+  EXPECT_TRUE(edge.validate().is_ok());
+}
+
+TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    auto l = random_logits(seed, 1000, 3.0f);
+    Sampler s({.temperature = 0.0f, .seed = seed});
+    const auto want = std::max_element(l.begin(), l.end()) - l.begin();  // first of equal maxima
+    EXPECT_EQ(s.sample(l).id, want);
+  }
+  std::vector<float> tied = {1.0f, 5.0f, -2.0f, 5.0f, 5.0f, 0.0f};
+  for (uint64_t seed : {0u, 1u, 99u}) {
+    Sampler s({.temperature = 0.0f, .top_k = 3, .top_p = 0.5f, .min_p = 0.2f, .seed = seed});
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(tied).id, 1);
+  }
+  std::vector<float> masked = {-kInf, -kInf, 0.5f, 0.5f};
+  EXPECT_EQ(Sampler({}).sample(masked).id, 2);
+}
+
+TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
+  auto l = random_logits(7, 256, 0.5f);  // flat enough that each draw has many outcomes
+  SamplingParams p{.temperature = 1.0f, .top_k = 100, .top_p = 0.95f, .seed = 1234};
+  auto run = [&](SamplingParams q) {
+    Sampler s(q);
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 200; ++i) ids.push_back(s.sample(l).id);
+    return ids;
+  };
+  const auto a = run(p);
+  EXPECT_EQ(a, run(p));
+  SamplingParams other = p;
+  other.seed = 1235;
+  const auto b = run(other);
+  EXPECT_NE(a, b);
+  // Not a constant sequence either: the RNG advances between calls.
+  EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 20u);
+}
+
+TEST(Sampler, DistributionMatchesNumpyReference) {
+  const auto cases = load_ref_cases();
+  ASSERT_EQ(cases.size(), 17u);
+  for (const auto& c : cases) {
+    ASSERT_TRUE(c.params.validate().is_ok()) << c.name;
+    Sampler s(c.params);
+    const auto d = s.distribution(c.logits);
+    ASSERT_EQ(d.size(), c.probs.size()) << c.name;
+    size_t n_ref = 0, n_got = 0;
+    double max_err = 0;
+    for (size_t i = 0; i < d.size(); ++i) {
+      n_ref += c.probs[i] > 0;
+      n_got += d[i] > 0;
+      // A token the reference filters out must have exactly zero probability.
+      if (c.probs[i] == 0) {
+        EXPECT_EQ(d[i], 0.0) << c.name << " token " << i;
+      }
+      max_err = std::max(max_err, std::abs(d[i] - c.probs[i]));
+    }
+    EXPECT_EQ(n_got, n_ref) << c.name;
+    EXPECT_LT(max_err, 1e-6) << c.name;
+  }
+}
+
+// Pearson chi-square of observed counts against a distribution; infinite when a
+// token with zero probability was drawn.
+double chi_square(const std::vector<int>& counts, const std::vector<double>& p, int n, int* df) {
+  double chi = 0;
+  *df = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double e = p[i] * n;
+    if (e == 0) {
+      if (counts[i] > 0) return std::numeric_limits<double>::infinity();
+      continue;
+    }
+    ++*df;
+    chi += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  return chi;
+}
+
+// sample() must draw from the distribution the reference describes; the
+// filter-order cases must be told apart from temperature-first.
+TEST(Sampler, SampleFrequenciesMatchReferenceNotWrongOrder) {
+  const auto cases = load_ref_cases();
+  for (const char* name : {"all_four", "top_p07_t05", "min_p02_t2", "top_k10_top_p06", "plain_t07"}) {
+    const auto& c = find_case(cases, name);
+    SamplingParams p = c.params;
+    p.seed = 42;
+    Sampler s(p);
+    constexpr int kDraws = 100000;
+    std::vector<int> counts(c.logits.size(), 0);
+    for (int i = 0; i < kDraws; ++i) ++counts[s.sample(c.logits).id];
+    int df = 0;
+    const double chi = chi_square(counts, c.probs, kDraws, &df);
+    // ~ a 1e-6 tail for chi-square with df degrees of freedom (mean df, sd sqrt(2 df)).
+    const double limit = df + 7.0 * std::sqrt(2.0 * df) + 10.0;
+    EXPECT_LT(chi, limit) << name << " df " << df;
+    if (c.alt != c.probs) {
+      int df_alt = 0;
+      EXPECT_GT(chi_square(counts, c.alt, kDraws, &df_alt), 10 * limit) << name << ": test has no power";
+    }
+  }
+}
+
+TEST(Sampler, MaskedTokensAreNeverDrawn) {
+  auto l = random_logits(3, 64, 1.0f);
+  for (size_t i = 0; i < l.size(); i += 2) l[i] = -kInf;
+  Sampler s({.temperature = 1.5f, .seed = 9});
+  for (int i = 0; i < 5000; ++i) {
+    auto r = s.sample(l);
+    ASSERT_EQ(r.id % 2, 1);
+    ASSERT_TRUE(std::isfinite(r.logprob));
+  }
+}
+
+TEST(Sampler, LogprobsAreTheFullLogSoftmax) {
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    auto l = random_logits(100 + seed, 1000, 2.0f);
+    const auto ref = log_softmax(l);
+    std::vector<int32_t> order(l.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+    // Filters and temperature change what is drawn, never the reported logprobs.
+    Sampler s({.temperature = 0.8f, .top_k = 50, .top_p = 0.9f, .min_p = 0.05f, .seed = seed, .n_logprobs = 5});
+    for (int step = 0; step < 20; ++step) {
+      const auto r = s.sample(l);
+      EXPECT_NEAR(r.logprob, ref[r.id], 1e-5);
+      ASSERT_EQ(r.top.size(), 5u);
+      for (size_t i = 0; i < r.top.size(); ++i) {
+        EXPECT_EQ(r.top[i].id, order[i]);
+        EXPECT_NEAR(r.top[i].logprob, ref[order[i]], 1e-5);
+        if (i > 0) {
+          EXPECT_GE(r.top[i - 1].logprob, r.top[i].logprob);
+        }
+      }
+    }
+  }
+  // Greedy reports them too; n_logprobs larger than the vocabulary gives all of it.
+  std::vector<float> small = {0.5f, 2.0f, 2.0f, -1.0f};
+  const auto ref = log_softmax(small);
+  Sampler g({.temperature = 0.0f, .n_logprobs = 20});
+  const auto r = g.sample(small);
+  EXPECT_EQ(r.id, 1);
+  EXPECT_NEAR(r.logprob, ref[1], 1e-6);
+  ASSERT_EQ(r.top.size(), 4u);
+  EXPECT_EQ(r.top[0].id, 1);
+  EXPECT_EQ(r.top[1].id, 2);
+  EXPECT_EQ(r.top[2].id, 0);
+  EXPECT_EQ(r.top[3].id, 3);
+  EXPECT_TRUE(Sampler({.temperature = 1.0f}).sample(small).top.empty());
+}
+
+TEST(Sampler, DegenerateRows) {
+  Sampler s({.temperature = 1.0f, .top_p = 0.5f});
+  EXPECT_EQ(s.sample(std::span<const float>()).id, -1);
+  std::vector<float> all_masked(8, -kInf);
+  EXPECT_EQ(s.sample(all_masked).id, 0);
+  std::vector<float> one = {3.0f};
+  auto r = s.sample(one);
+  EXPECT_EQ(r.id, 0);
+  EXPECT_NEAR(r.logprob, 0.0f, 1e-7);
+  // A tiny temperature is greedy in effect, without overflow.
+  auto l = random_logits(5, 500, 1.0f);
+  Sampler cold({.temperature = 1e-6f, .seed = 3});
+  const auto want = std::max_element(l.begin(), l.end()) - l.begin();
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(cold.sample(l).id, want);
+}
+
+// Not a pass/fail timing: prints the per-token cost at the real vocabulary size
+// so a regression is visible in the test log.
+TEST(Sampler, FullVocabularyCost) {
+  auto l = random_logits(11, 49152, 2.0f);
+  struct Config {
+    const char* name;
+    SamplingParams p;
+  };
+  const Config configs[] = {
+      {"greedy", {.temperature = 0.0f}},
+      {"t=0.8", {.temperature = 0.8f}},
+      {"top_k=40 top_p=0.95 t=0.8", {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f}},
+      {"top_p=0.95 t=0.8", {.temperature = 0.8f, .top_p = 0.95f}},
+      {"min_p=0.05 t=0.8", {.temperature = 0.8f, .min_p = 0.05f}},
+      {"top_p=0.9 n_logprobs=5", {.temperature = 1.0f, .top_p = 0.9f, .n_logprobs = 5}},
+  };
+  for (const auto& c : configs) {
+    Sampler s(c.p);
+    constexpr int kIters = 50;
+    int32_t sink = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kIters; ++i) sink += s.sample(l).id;
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kIters;
+    EXPECT_GE(sink, 0);
+    std::printf("  vocab 49152  %-28s %8.1f us/token\n", c.name, us);
+  }
+}
+
+}  // namespace
+}  // namespace agentkv
