@@ -1,0 +1,16 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <memory>
+
+#include "backend/cpu/gemm.h"
+
+namespace agentkv {
+
+// The GEMM library runs single-threaded inside the pool (see matmul.cpp).
+CpuBackend::CpuBackend(const BackendConfig& cfg) : pool_(cfg.n_threads) { cpu::gemm_threads(1); }
+
+std::string CpuBackend::name() const { return std::string("cpu-") + cpu::kGemmName; }
+
+std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg) { return std::make_unique<CpuBackend>(cfg); }
+
+}  // namespace agentkv

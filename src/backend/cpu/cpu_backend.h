@@ -1,0 +1,59 @@
+// The CPU implementation of backend_i: f32 kernels, one op per file
+// (matmul.cpp, rms_norm.cpp, rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp,
+// attention.cpp), parallelised over the backend's own ThreadPool. GEMM goes
+// to the library chosen by AGENTKV_GEMM (gemm.h).
+//
+// Not thread-safe: one caller at a time (the runner), like ThreadPool.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/rope_table.h"
+#include "util/thread_pool.h"
+
+namespace agentkv {
+
+class CpuBackend final : public backend_i {
+ public:
+  explicit CpuBackend(const BackendConfig& cfg);
+
+  std::string name() const override;
+  int n_threads() const override { return pool_.size(); }
+
+  void matmul(const float* x, const float* w, float* y, int64_t m, int64_t k, int64_t n,
+              bool accumulate = false) override;
+  void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t dim, float eps) override;
+  void rope(float* x, const int32_t* row_pos, int64_t rows, int32_t n_heads, int32_t head_dim,
+            const RopeParams& p) override;
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void add(const float* x, float* y, int64_t n) override;
+  void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
+                int64_t rows) override;
+  void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv, float scale,
+                 float* out) override;
+
+ private:
+  // Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on one
+  // thread when the work is too small to pay for waking the pool.
+  template <typename Fn>
+  void parallel_for(int64_t n, int64_t grain, Fn&& fn);
+
+  ThreadPool pool_;
+  cpu::RopeTable rope_table_;  // cos/sin by position, reused while the RoPE parameters stay the same
+};
+
+template <typename Fn>
+void CpuBackend::parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+  if (n <= 0) return;
+  int64_t chunks = grain > 0 ? (n + grain - 1) / grain : n;
+  if (pool_.size() == 1 || chunks <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { fn(b, e); });
+}
+
+}  // namespace agentkv

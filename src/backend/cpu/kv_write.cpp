@@ -1,0 +1,23 @@
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+
+namespace agentkv {
+
+// A negative slot skips the row (padding rows, or rows whose cached K/V is
+// kept rather than overwritten).
+void CpuBackend::kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
+                          int64_t rows) {
+  const int64_t width = int64_t(kv.kv_heads) * kv.head_dim;
+  parallel_for(rows, 256, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t slot = slots[r];
+      if (slot < 0) continue;
+      int64_t off = (slot / kv.block_size) * kv.block_stride + (slot % kv.block_size) * width;
+      std::memcpy(kv.k + off, k_rows + r * width, width * sizeof(float));
+      std::memcpy(kv.v + off, v_rows + r * width, width * sizeof(float));
+    }
+  });
+}
+
+}  // namespace agentkv

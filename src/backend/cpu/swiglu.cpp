@@ -1,0 +1,30 @@
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/simd.h"
+
+namespace agentkv {
+
+namespace {
+// out[i] = gate[i] / (1 + e^-gate[i]) * up[i]. Reads gate[i] before writing
+// out[i], so out may alias gate (or up).
+void swiglu_range(const float* gate, const float* up, float* out, int64_t b, int64_t e) {
+  int64_t i = b;
+#if AGENTKV_AVX2
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (; i + 8 <= e; i += 8) {
+    __m256 g = _mm256_loadu_ps(gate + i);
+    __m256 den = _mm256_add_ps(one, cpu::exp8(_mm256_xor_ps(g, sign)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, den), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+}  // namespace
+
+void CpuBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { swiglu_range(gate, up, out, b, e); });
+}
+
+}  // namespace agentkv

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backend/backend.h"
+#include "test_helpers.h"
+
+namespace agentkv {
+namespace {
+
+using test::all_close;
+using test::random_vec;
+
+// Straight from the definition: pair i of a head is (2i, 2i+1) (normal) or
+// (i, i + rot_dim/2) (NeoX), rotated by theta_i = pos * freq_scale *
+// base^(-2i/rot_dim) / factor_i, with cos and sin scaled by attn_factor.
+std::vector<double> ref_rope(const std::vector<float>& x, const std::vector<int32_t>& pos, int32_t n_heads,
+                             int32_t head_dim, const RopeParams& p) {
+  std::vector<double> y(x.begin(), x.end());
+  const int32_t half = p.rot_dim / 2;
+  for (size_t r = 0; r < pos.size(); ++r)
+    for (int32_t h = 0; h < n_heads; ++h)
+      for (int32_t i = 0; i < half; ++i) {
+        double theta = double(pos[r]) * p.freq_scale * std::pow(double(p.freq_base), -2.0 * i / p.rot_dim);
+        if (p.freq_factors) theta /= p.freq_factors[i];
+        double c = std::cos(theta) * p.attn_factor, s = std::sin(theta) * p.attn_factor;
+        size_t base = (r * n_heads + h) * head_dim;
+        size_t a = base + (p.style == RopeStyle::kNeox ? i : 2 * i);
+        size_t b = base + (p.style == RopeStyle::kNeox ? i + half : 2 * i + 1);
+        double xa = x[a], xb = x[b];
+        y[a] = xa * c - xb * s;
+        y[b] = xa * s + xb * c;
+      }
+  return y;
+}
+
+struct RopeCase {
+  const char* name;
+  RopeStyle style;
+  int32_t head_dim, rot_dim;
+  bool factors;
+  float freq_scale, attn_factor;
+};
+
+class RopeTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(RopeTest, MatchesReference) {
+  auto be = backend_cpu_init({.n_threads = GetParam()});
+  std::mt19937 rng(5);
+  const RopeCase cases[] = {
+      {"normal", RopeStyle::kNormal, 64, 64, false, 1.0f, 1.0f},
+      {"neox", RopeStyle::kNeox, 64, 64, false, 1.0f, 1.0f},
+      {"normal partial", RopeStyle::kNormal, 64, 32, false, 1.0f, 1.0f},
+      {"neox partial", RopeStyle::kNeox, 128, 64, false, 1.0f, 1.0f},
+      {"normal factors", RopeStyle::kNormal, 64, 64, true, 1.0f, 1.0f},
+      {"neox factors scaled", RopeStyle::kNeox, 32, 24, true, 0.25f, 1.2f},
+  };
+  // Repeated positions, out of order, large (table growth) and negative
+  // (delta rotations), with a tiny table first and then a larger one.
+  const std::vector<int32_t> pos_sets[] = {{0, 1, 2}, {5, 0, 4095, 17, 17, -3, 100000, 2}};
+  for (const RopeCase& c : cases) {
+    auto factors = random_vec(rng, c.rot_dim / 2, 1.0f, 8.0f);
+    RopeParams p{c.style, c.rot_dim, 100000.0f, c.factors ? factors.data() : nullptr, c.freq_scale, c.attn_factor};
+    for (const auto& pos : pos_sets) {
+      const int32_t n_heads = 3;
+      auto x = random_vec(rng, pos.size() * n_heads * c.head_dim);
+      auto want = ref_rope(x, pos, n_heads, c.head_dim, p);
+      be->rope(x.data(), pos.data(), int64_t(pos.size()), n_heads, c.head_dim, p);
+      EXPECT_TRUE(all_close(x, want, 1e-5)) << c.name << " with " << pos.size() << " positions";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, RopeTest, ::testing::Values(1, 2));
+
+// RoPE is a rotation by an angle linear in the position, so rotating by b and
+// then by a equals rotating by a + b: what moving a cached K relies on.
+TEST(Rope, ComposesAdditively) {
+  auto be = backend_cpu_init({.n_threads = 2});
+  std::mt19937 rng(9);
+  for (RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+    std::vector<float> factors = random_vec(rng, 16, 1.0f, 4.0f);
+    RopeParams p{style, 32, 10000.0f, factors.data(), 0.5f, 1.0f};
+    const std::vector<int32_t> a = {0, 7, 100, 1000, 3, 250};
+    const std::vector<int32_t> b = {5, 0, 31, -999, 2000, -250};
+    std::vector<int32_t> sum(a.size());
+    for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
+    const int32_t n_heads = 2, head_dim = 48;
+    auto x = random_vec(rng, a.size() * n_heads * head_dim);
+    auto once = x;
+    be->rope(x.data(), b.data(), int64_t(b.size()), n_heads, head_dim, p);
+    be->rope(x.data(), a.data(), int64_t(a.size()), n_heads, head_dim, p);
+    be->rope(once.data(), sum.data(), int64_t(sum.size()), n_heads, head_dim, p);
+    std::vector<double> once_d(once.begin(), once.end());
+    EXPECT_TRUE(all_close(x, once_d, 1e-5));
+  }
+}
+
+// The cos/sin table is kept between calls; changing any parameter, including
+// the values behind the same freq_factors pointer, must not reuse it.
+TEST(Rope, ParameterChangeIsNotServedFromCache) {
+  auto be = backend_cpu_init({.n_threads = 1});
+  std::mt19937 rng(13);
+  std::vector<float> factors(8, 1.0f);
+  RopeParams p{RopeStyle::kNormal, 16, 10000.0f, factors.data(), 1.0f, 1.0f};
+  const std::vector<int32_t> pos = {3, 40, 41};
+  for (int variant = 0; variant < 5; ++variant) {
+    if (variant == 1) factors[2] = 3.0f;  // same pointer, new values
+    if (variant == 2) p.freq_base = 500.0f;
+    if (variant == 3) p.freq_scale = 2.0f;
+    if (variant == 4) p.attn_factor = 0.5f;
+    auto x = random_vec(rng, pos.size() * 16);
+    auto want = ref_rope(x, pos, 1, 16, p);
+    be->rope(x.data(), pos.data(), 3, 1, 16, p);
+    EXPECT_TRUE(all_close(x, want, 1e-5)) << "variant " << variant;
+  }
+}
+
+}  // namespace
+}  // namespace agentkv
