@@ -76,6 +76,8 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
+  // Start of the data section in the file (tensor offsets are relative to it).
+  uint64_t data_offset() const { return data_offset_; }
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& kvs() const { return kvs_; }

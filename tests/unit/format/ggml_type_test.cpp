@@ -1,10 +1,11 @@
 // ggml type traits against gguf-py's GGML_QUANT_SIZES (fixture from
 // tools/reference/make_dequant_ref.py).
+#include "format/ggml_type.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "format/ggml_type.h"
 #include "format_test_util.h"
 
 namespace agentkv {

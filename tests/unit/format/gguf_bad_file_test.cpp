@@ -93,7 +93,8 @@ TEST(GgufBadFile, StringLengthPastEnd) {
   // then its u32 type, then the string length at 24 + 28 + 4 = 56.
   b = test::small_writer().to_bytes();
   patch<uint64_t>(b, 56, uint64_t{1} << 62);
-  expect_error(b, "key 'general.architecture': metadata string: string length 4611686018427387904 at offset 56");
+  expect_error(b,
+               "key 'general.architecture': metadata string: string length 4611686018427387904 at offset 56");
   // Tensor name.
   b = one_tensor_file();
   patch<uint64_t>(b, 24, ~uint64_t{0});
@@ -103,8 +104,8 @@ TEST(GgufBadFile, StringLengthPastEnd) {
 TEST(GgufBadFile, ArraysAndValues) {
   std::vector<uint8_t> b = header(0, 1);
   append_string(b, "a");
-  append<uint32_t>(b, 9);   // array
-  append<uint32_t>(b, 4);   // of u32
+  append<uint32_t>(b, 9);  // array
+  append<uint32_t>(b, 4);  // of u32
   append<uint64_t>(b, uint64_t{1} << 61);
   b.resize(b.size() + 16);
   expect_error(b, "key 'a': array of 2305843009213693952 u32 at offset");
@@ -179,7 +180,8 @@ TEST(GgufBadFile, TensorShapes) {
 
   w = GgufWriter();
   w.add_tensor_f32("big", {int64_t{1} << 32, int64_t{1} << 32}, {});
-  expect_error(w.to_bytes(), "tensor 'big': element count of shape [4294967296, 4294967296] overflows 64 bits");
+  expect_error(w.to_bytes(),
+               "tensor 'big': element count of shape [4294967296, 4294967296] overflows 64 bits");
 
   w = GgufWriter();
   w.add_tensor_f32("big3", {int64_t{1} << 62, 2, 2}, {});
@@ -192,7 +194,8 @@ TEST(GgufBadFile, TensorShapes) {
 
   w = GgufWriter();
   w.add_tensor("partial", GgmlType::kQ4_0, {33}, std::vector<uint8_t>(36));
-  expect_error(w.to_bytes(), "tensor 'partial': row of 33 elements is not a multiple of the q4_0 block size 32");
+  expect_error(w.to_bytes(),
+               "tensor 'partial': row of 33 elements is not a multiple of the q4_0 block size 32");
 
   std::vector<uint8_t> b = one_tensor_file();
   patch<uint32_t>(b, kNdimsAt, 0xffffffffu);
@@ -216,8 +219,9 @@ TEST(GgufBadFile, DataPastEnd) {
   w.add_tensor_f32("ok", {4}, {1, 2, 3, 4});
   w.add_tensor_f32("blk.0.attn_q.weight", {1024}, {1, 2, 3, 4});  // 4 KiB claimed, 16 bytes stored
   std::vector<uint8_t> b = w.to_bytes();
-  expect_error(b, "tensor 'blk.0.attn_q.weight': data [offset 32, 4096 bytes] extends past end of file (size " +
-                      std::to_string(b.size()) + ")");
+  expect_error(b,
+               "tensor 'blk.0.attn_q.weight': data [offset 32, 4096 bytes] extends past end of file (size " +
+                   std::to_string(b.size()) + ")");
   EXPECT_EQ(GgufFile::parse(b).status().code(), ErrorCode::kOutOfRange);
 
   // An offset whose sum with the data start wraps around 2^64.

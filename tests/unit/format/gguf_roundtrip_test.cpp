@@ -1,9 +1,9 @@
 // GgufWriter -> GgufFile round trips: every metadata value type, nested
 // arrays, tensors of several types with alignment padding, both versions.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
-#include <unistd.h>
 
 #include "format/gguf.h"
 #include "format_test_util.h"
@@ -36,16 +36,19 @@ GgufWriter every_type_writer() {
   w.add_string_array("arr.string", {"", "x", "yz"});
   w.add_int32_array("arr.i32", {-1, 0, 7});
   w.add_float32_array("arr.f32", {0.5f, -2.0f});
-  w.add_kv("arr.u8", V::of_array(GgufType::kUint8, {V::of_uint(GgufType::kUint8, 1), V::of_uint(GgufType::kUint8, 255)}));
+  w.add_kv("arr.u8", V::of_array(GgufType::kUint8,
+                                 {V::of_uint(GgufType::kUint8, 1), V::of_uint(GgufType::kUint8, 255)}));
   w.add_kv("arr.u64", V::of_array(GgufType::kUint64, {V::of_uint(GgufType::kUint64, 1ull << 63)}));
   w.add_kv("arr.bool", V::of_array(GgufType::kBool, {V::of_bool(false), V::of_bool(true)}));
   w.add_kv("arr.f64", V::of_array(GgufType::kFloat64, {V::of_float(GgufType::kFloat64, 1e300)}));
   w.add_kv("arr.empty", V::of_array(GgufType::kInt16, {}));
   w.add_kv("arr.nested",
            V::of_array(GgufType::kArray,
-                       {V::of_array(GgufType::kUint32, {V::of_uint(GgufType::kUint32, 1), V::of_uint(GgufType::kUint32, 2)}),
+                       {V::of_array(GgufType::kUint32,
+                                    {V::of_uint(GgufType::kUint32, 1), V::of_uint(GgufType::kUint32, 2)}),
                         V::of_array(GgufType::kString, {V::of_string("deep")}),
-                        V::of_array(GgufType::kArray, {V::of_array(GgufType::kInt8, {V::of_int(GgufType::kInt8, -3)})})}));
+                        V::of_array(GgufType::kArray,
+                                    {V::of_array(GgufType::kInt8, {V::of_int(GgufType::kInt8, -3)})})}));
   return w;
 }
 
@@ -144,7 +147,8 @@ TEST(GgufRoundTrip, TensorsWithAlignmentPadding) {
     w.set_alignment(alignment);
     w.add_string("general.name", "t");
     for (size_t i = 0; i < specs.size(); ++i) {
-      w.add_tensor(specs[i].name, specs[i].type, specs[i].ne, pattern(specs[i].bytes, static_cast<uint8_t>(i)));
+      w.add_tensor(specs[i].name, specs[i].type, specs[i].ne,
+                   pattern(specs[i].bytes, static_cast<uint8_t>(i)));
     }
     const std::vector<uint8_t> bytes = w.to_bytes();
     auto r = GgufFile::parse(bytes);
@@ -167,7 +171,8 @@ TEST(GgufRoundTrip, TensorsWithAlignmentPadding) {
       prev_end = t.offset + t.n_bytes;
       std::span<const uint8_t> data = f.tensor_data(t);
       EXPECT_EQ((data.data() - bytes.data()) % static_cast<ptrdiff_t>(alignment), 0);
-      EXPECT_EQ(std::vector<uint8_t>(data.begin(), data.end()), pattern(specs[i].bytes, static_cast<uint8_t>(i)));
+      EXPECT_EQ(std::vector<uint8_t>(data.begin(), data.end()),
+                pattern(specs[i].bytes, static_cast<uint8_t>(i)));
       EXPECT_EQ(f.find_tensor(specs[i].name), &t);
     }
     EXPECT_EQ(f.find_tensor("nope"), nullptr);
