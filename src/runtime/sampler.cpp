@@ -9,10 +9,8 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Sorted prefixes for top-p grow from this many tokens, doubling: a peaked
-// distribution reaches top_p within the first few dozen tokens, so most steps
-// never sort more than that out of a 49k vocabulary.
-constexpr size_t kFirstSortedChunk = 64;
+// How many of the best tokens top-p sorts before it switches to selection.
+constexpr size_t kSortedHead = 64;
 
 struct MaxInfo {
   float logit = kNegInf;
@@ -41,6 +39,43 @@ double partition(std::span<const float> logits, float max_logit) {
 // Higher logit first; equal logits by lower id, so every cut is deterministic.
 bool ranks_before(float la, int32_t ia, float lb, int32_t ib) {
   return la > lb || (la == lb && ia < ib);
+}
+
+// Rearranges c[lo, hi) so that it starts with the shortest run, in
+// ranks_before order, whose weights sum to at least `need`, and returns the
+// end of that run (hi if the whole range falls short). Quickselect on mass:
+// partition around a pivot, keep the side where the sum crosses `need`.
+template <typename Cand>
+size_t select_mass(Cand* c, size_t lo, size_t hi, double need) {
+  auto before = [](const Cand& a, const Cand& b) { return ranks_before(a.logit, a.id, b.logit, b.id); };
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // fixed: the same logits always give the same cut
+  while (hi - lo > 32) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    std::swap(c[lo], c[lo + state % (hi - lo)]);
+    const Cand pivot = c[lo];
+    Cand* mid = std::partition(c + lo + 1, c + hi, [&](const Cand& x) { return before(x, pivot); });
+    const size_t m = static_cast<size_t>(mid - c);  // c[lo+1, m) rank before the pivot
+    double better = 0.0;
+    for (size_t i = lo + 1; i < m; ++i) better += c[i].weight;
+    std::swap(c[lo], c[m - 1]);  // now c[lo, m-1) rank before the pivot at c[m-1]
+    if (better >= need) {
+      hi = m - 1;
+      continue;
+    }
+    need -= better;
+    if (double(pivot.weight) >= need) return m;
+    need -= pivot.weight;
+    lo = m;
+  }
+  std::sort(c + lo, c + hi, before);
+  double cum = 0.0;
+  for (size_t i = lo; i < hi; ++i) {
+    cum += c[i].weight;
+    if (cum >= need) return i + 1;
+  }
+  return hi;
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n, float max_logit,
@@ -123,23 +158,23 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
   }
 
   if (params_.top_p < 1.0f) {
-    // Sort only as far as the cumulative mass needs: grow the sorted prefix by
-    // doubling, each time selecting the next chunk with nth_element.
+    // A peaked distribution reaches top_p within its first few dozen tokens:
+    // sort just those. A flat one needs thousands: find the rest of the cut by
+    // selecting on mass instead of sorting (expected O(n)).
     const double target = double(params_.top_p) * mass;
-    double cum = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-      if (i == n_sorted) {
-        const size_t next = std::min(n, std::max(kFirstSortedChunk, 2 * n_sorted));
-        std::nth_element(cands.begin() + n_sorted, cands.begin() + next, cands.begin() + n, before);
-        std::sort(cands.begin() + n_sorted, cands.begin() + next, before);
-        n_sorted = next;
-      }
-      cum += cands[i].weight;
-      if (cum >= target) {
-        n = i + 1;
-        break;
-      }
+    const size_t head = std::min(n, kSortedHead);
+    if (n_sorted < head) {
+      std::nth_element(cands.begin(), cands.begin() + head, cands.begin() + n, before);
+      std::sort(cands.begin(), cands.begin() + head, before);
+      n_sorted = head;
     }
+    double cum = 0.0;
+    size_t cut = 0;  // 0: not reached within the sorted head
+    for (size_t i = 0; i < n_sorted && cut == 0; ++i) {
+      cum += cands[i].weight;
+      if (cum >= target) cut = i + 1;  // the token that crosses top_p is kept
+    }
+    n = cut != 0 ? cut : select_mass(cands.data(), n_sorted, n, target - cum);
   }
 
   if (params_.min_p > 0.0f) {

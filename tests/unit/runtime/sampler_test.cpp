@@ -192,6 +192,61 @@ TEST(Sampler, DistributionMatchesNumpyReference) {
   }
 }
 
+// top-p by its plain definition (full sort, cumulative sum in double): the
+// number of tokens kept, and their mass.
+size_t naive_top_p_keep(const std::vector<float>& l, float top_p, std::vector<int32_t>* order, double* mass) {
+  order->resize(l.size());
+  std::iota(order->begin(), order->end(), 0);
+  std::stable_sort(order->begin(), order->end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  const auto ref = log_softmax(l);
+  double cum = 0;
+  size_t keep = 0;
+  while (keep < order->size()) {
+    cum += std::exp(ref[(*order)[keep++]]);
+    if (cum >= top_p) break;
+  }
+  *mass = cum;
+  return keep;
+}
+
+// Past its first 64 tokens top-p switches from sorting to selection on mass;
+// check the kept set against the plain definition, at the real vocabulary size
+// and on many small rows (which reach every branch of the selection).
+TEST(Sampler, TopPKeepsTheShortestHead) {
+  for (float sigma : {0.5f, 2.0f, 6.0f}) {
+    for (float top_p : {0.3f, 0.9f, 0.99f}) {
+      auto l = random_logits(static_cast<uint64_t>(sigma * 100 + top_p * 10), 49152, sigma);
+      std::vector<int32_t> order;
+      double mass = 0;
+      const size_t keep = naive_top_p_keep(l, top_p, &order, &mass);
+      const auto ref = log_softmax(l);
+      const auto d = Sampler({.temperature = 1.0f, .top_p = top_p}).distribution(l);
+      size_t n_kept = 0;
+      for (double p : d) n_kept += p > 0;
+      EXPECT_EQ(n_kept, keep) << "sigma " << sigma << " top_p " << top_p;
+      for (size_t i = 0; i < keep; ++i) {
+        ASSERT_GT(d[order[i]], 0.0) << "sigma " << sigma << " top_p " << top_p << " rank " << i;
+        EXPECT_NEAR(d[order[i]], std::exp(ref[order[i]]) / mass, 1e-6);
+      }
+    }
+  }
+  std::mt19937 rng(3);
+  for (int iter = 0; iter < 3000; ++iter) {
+    const size_t vocab = 65 + rng() % 400;
+    const float sigma = 0.1f + 0.01f * (rng() % 300);
+    const float top_p = 0.05f + 0.001f * (rng() % 950);
+    auto l = random_logits(1000 + iter, vocab, sigma);
+    std::vector<int32_t> order;
+    double mass = 0;
+    const size_t keep = naive_top_p_keep(l, top_p, &order, &mass);
+    const auto d = Sampler({.temperature = 1.0f, .top_p = top_p}).distribution(l);
+    size_t n_kept = 0;
+    for (double p : d) n_kept += p > 0;
+    ASSERT_EQ(n_kept, keep) << "iter " << iter;
+    ASSERT_GT(d[order[keep - 1]], 0.0) << "iter " << iter;
+  }
+}
+
 // Pearson chi-square of observed counts against a distribution; infinite when a
 // token with zero probability was drawn.
 double chi_square(const std::vector<int>& counts, const std::vector<double>& p, int n, int* df) {
