@@ -52,4 +52,24 @@ class GgufCursor {
   uint64_t pos_ = 0;
 };
 
+// A key or tensor name from the file, made safe for a one-line message:
+// control bytes become \xNN and long names are cut.
+inline std::string quoted_name(std::string_view name) {
+  constexpr size_t kMax = 128;
+  std::string out = "'";
+  for (size_t i = 0; i < name.size() && i < kMax; ++i) {
+    const auto ch = static_cast<unsigned char>(name[i]);
+    if (ch < 0x20 || ch == 0x7f) {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (name.size() > kMax) out += "...";
+  return out + "'";
+}
+
 }  // namespace agentkv

@@ -159,7 +159,7 @@ std::string shape_str(const std::vector<int64_t>& ne) {
 // the data section starts.
 Status parse_tensor_info(GgufCursor& c, uint64_t alignment, GgufTensorInfo* t) {
   AKV_RETURN_IF_ERROR(c.read_string(&t->name, "tensor name"));
-  const std::string who = "tensor '" + t->name + "'";
+  const std::string who = "tensor " + quoted_name(t->name);
   uint32_t n_dims = 0;
   AKV_RETURN_IF_ERROR(c.read(&n_dims, "tensor n_dims"));
   if (n_dims > kMaxDims) {
@@ -239,12 +239,12 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key;
     AKV_RETURN_IF_ERROR(c.read_string(&key, "metadata key"));
-    if (f.kv_index_.count(key)) return make_error(ErrorCode::kParse, "duplicate key '", key, "'");
+    if (f.kv_index_.count(key)) return make_error(ErrorCode::kParse, "duplicate key ", quoted_name(key));
     uint32_t type = 0;
     AKV_RETURN_IF_ERROR(c.read(&type, "metadata value type"));
     GgufValue v;
     Status st = values.parse(type, 0, &v);
-    if (!st.is_ok()) return st.with_context("key '" + key + "'");
+    if (!st.is_ok()) return st.with_context("key " + quoted_name(key));
     if (key == "general.alignment") AKV_RETURN_IF_ERROR(check_alignment(v, &f.alignment_));
     f.kv_index_.emplace(key, f.kvs_.size());
     f.kvs_.emplace_back(std::move(key), std::move(v));
@@ -255,7 +255,7 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
     GgufTensorInfo t;
     AKV_RETURN_IF_ERROR(parse_tensor_info(c, f.alignment_, &t));
     if (f.tensor_index_.count(t.name))
-      return make_error(ErrorCode::kParse, "duplicate tensor name '", t.name, "'");
+      return make_error(ErrorCode::kParse, "duplicate tensor name ", quoted_name(t.name));
     f.tensor_index_.emplace(t.name, f.tensors_.size());
     f.tensors_.push_back(std::move(t));
   }
@@ -266,8 +266,8 @@ Result<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
     uint64_t start = 0, end = 0;
     if (__builtin_add_overflow(f.data_offset_, t.offset, &start) ||
         __builtin_add_overflow(start, t.n_bytes, &end) || end > bytes.size()) {
-      return make_error(ErrorCode::kOutOfRange, "tensor '", t.name, "': data [offset ", t.offset, ", ",
-                        t.n_bytes, " bytes] extends past end of file (size ", bytes.size(), ")");
+      return make_error(ErrorCode::kOutOfRange, "tensor ", quoted_name(t.name), ": data [offset ", t.offset,
+                        ", ", t.n_bytes, " bytes] extends past end of file (size ", bytes.size(), ")");
     }
   }
   return f;

@@ -205,6 +205,19 @@ TEST(GgufBadFile, TensorShapes) {
   expect_error(b, "dimension 0 is -9223372036854775808");
 }
 
+TEST(GgufBadFile, NamesInMessagesAreEscapedAndCut) {
+  // Found by fuzz_gguf: a name with a newline made a two-line message.
+  GgufWriter w;
+  w.add_tensor("a\nb", GgmlType::kF32, {1}, {});
+  expect_error(w.to_bytes(), "tensor 'a\\x0ab': data [offset 0, 4 bytes] extends past end of file");
+  w = GgufWriter();
+  w.add_uint32(std::string(1000, 'k'), 1);
+  w.add_uint32(std::string(1000, 'k'), 1);
+  auto r = GgufFile::parse(w.to_bytes());
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(), "duplicate key '" + std::string(128, 'k') + "...'");
+}
+
 TEST(GgufBadFile, UnknownType) {
   GgufWriter w;
   w.add_tensor("t", static_cast<GgmlType>(77), {32}, std::vector<uint8_t>(64));
