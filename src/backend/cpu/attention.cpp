@@ -34,12 +34,53 @@ struct Item {
 struct Scratch {
   std::vector<float> qs;          // [nq, D] scaled queries
   std::vector<float> kt;          // [D, kKeys] key tile, transposed
+  std::vector<const float*> kp;   // [kKeys] key rows of the tile
   std::vector<const float*> vp;   // [kKeys] value rows of the tile
   std::vector<float> s;           // [nq, kKeys] scores, then probabilities
   std::vector<float> acc;         // [nq, D] unnormalised output
   std::vector<float> m, l;        // [nq] running max and sum
   std::vector<int32_t> qpos;      // [nq]
 };
+
+// kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
+// transposed in registers: element-wise, the strided stores cost as much as
+// all of q·K.
+void gather_keys_transposed(const float* const* k, int n, int D, float* kt) {
+  int t0 = 0;
+#if AGENTKV_AVX2
+  if (D % 8 == 0) {
+    for (; t0 + 8 <= n; t0 += 8) {
+      for (int d0 = 0; d0 < D; d0 += 8) {
+        __m256 r0 = _mm256_loadu_ps(k[t0 + 0] + d0), r1 = _mm256_loadu_ps(k[t0 + 1] + d0),
+               r2 = _mm256_loadu_ps(k[t0 + 2] + d0), r3 = _mm256_loadu_ps(k[t0 + 3] + d0),
+               r4 = _mm256_loadu_ps(k[t0 + 4] + d0), r5 = _mm256_loadu_ps(k[t0 + 5] + d0),
+               r6 = _mm256_loadu_ps(k[t0 + 6] + d0), r7 = _mm256_loadu_ps(k[t0 + 7] + d0);
+        __m256 u0 = _mm256_unpacklo_ps(r0, r1), u1 = _mm256_unpackhi_ps(r0, r1);
+        __m256 u2 = _mm256_unpacklo_ps(r2, r3), u3 = _mm256_unpackhi_ps(r2, r3);
+        __m256 u4 = _mm256_unpacklo_ps(r4, r5), u5 = _mm256_unpackhi_ps(r4, r5);
+        __m256 u6 = _mm256_unpacklo_ps(r6, r7), u7 = _mm256_unpackhi_ps(r6, r7);
+        __m256 s0 = _mm256_shuffle_ps(u0, u2, 0x44), s1 = _mm256_shuffle_ps(u0, u2, 0xEE);
+        __m256 s2 = _mm256_shuffle_ps(u1, u3, 0x44), s3 = _mm256_shuffle_ps(u1, u3, 0xEE);
+        __m256 s4 = _mm256_shuffle_ps(u4, u6, 0x44), s5 = _mm256_shuffle_ps(u4, u6, 0xEE);
+        __m256 s6 = _mm256_shuffle_ps(u5, u7, 0x44), s7 = _mm256_shuffle_ps(u5, u7, 0xEE);
+        float* o = kt + d0 * kKeys + t0;
+        _mm256_storeu_ps(o + 0 * kKeys, _mm256_permute2f128_ps(s0, s4, 0x20));
+        _mm256_storeu_ps(o + 1 * kKeys, _mm256_permute2f128_ps(s1, s5, 0x20));
+        _mm256_storeu_ps(o + 2 * kKeys, _mm256_permute2f128_ps(s2, s6, 0x20));
+        _mm256_storeu_ps(o + 3 * kKeys, _mm256_permute2f128_ps(s3, s7, 0x20));
+        _mm256_storeu_ps(o + 4 * kKeys, _mm256_permute2f128_ps(s0, s4, 0x31));
+        _mm256_storeu_ps(o + 5 * kKeys, _mm256_permute2f128_ps(s1, s5, 0x31));
+        _mm256_storeu_ps(o + 6 * kKeys, _mm256_permute2f128_ps(s2, s6, 0x31));
+        _mm256_storeu_ps(o + 7 * kKeys, _mm256_permute2f128_ps(s3, s7, 0x31));
+      }
+    }
+  }
+#endif
+  for (int t = t0; t < n; ++t)
+    for (int d = 0; d < D; ++d) kt[d * kKeys + t] = k[t][d];
+  for (int t = n; t < kKeys; ++t)
+    for (int d = 0; d < D; ++d) kt[d * kKeys + t] = 0.0f;
+}
 
 // s[qi][t] = qs[qi] · kt[:, t] for t < kKeys.
 void tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
@@ -83,6 +124,17 @@ void tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
 void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int D) {
   int d = 0;
 #if AGENTKV_AVX2
+  // Eight independent accumulators: with four, the loop waits on FMA latency.
+  for (; d + 64 <= D; d += 64) {
+    __m256 a[8];
+    for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + d + 8 * i);
+    for (int t = 0; t < n; ++t) {
+      __m256 pt = _mm256_broadcast_ss(p + t);
+      const float* vr = v[t] + d;
+      for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 8 * i), a[i]);
+    }
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
+  }
   for (; d + 32 <= D; d += 32) {
     __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8), a2 = _mm256_loadu_ps(acc + d + 16),
            a3 = _mm256_loadu_ps(acc + d + 24);
@@ -110,6 +162,48 @@ void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int
   }
 }
 
+// Online-softmax step over one tile of scores: keys >= valid are masked,
+// m_new = max(m_old, max p[0..valid)), p[t] = exp(p[t] - m_new) (0 when masked),
+// sum = sum of p. Fixed width kKeys keeps it in four vector registers.
+void softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum) {
+#if AGENTKV_AVX2
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 v[4];
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(p + 8 * i);
+    if (valid < 8 * (i + 1)) {
+      __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(8 * i), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(valid), idx));
+      v[i] = _mm256_blendv_ps(ninf, v[i], keep);
+    }
+  }
+  __m256 mx = _mm256_max_ps(_mm256_max_ps(v[0], v[1]), _mm256_max_ps(v[2], v[3]));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+  const float m = std::max(m_old, _mm_cvtss_f32(m4));
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = cpu::exp8(_mm256_sub_ps(v[i], mv));  // masked: exp(-inf) = 0
+    acc = _mm256_add_ps(acc, v[i]);
+    _mm256_storeu_ps(p + 8 * i, v[i]);
+  }
+  *m_new = m;
+  *sum = cpu::hsum8(acc);
+#else
+  float m = m_old;
+  for (int t = 0; t < valid; ++t) m = std::max(m, p[t]);
+  float s = 0.0f;
+  for (int t = 0; t < kKeys; ++t) {
+    p[t] = t < valid ? std::exp(p[t] - m) : 0.0f;
+    s += p[t];
+  }
+  *m_new = m;
+  *sum = s;
+#endif
+}
+
 void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
               float scale, float* out, Scratch& sc) {
   const int D = kv.head_dim;
@@ -118,6 +212,7 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
   const int nq = (it.r1 - it.r0) * nh;
   sc.qs.resize(size_t(nq) * D);
   sc.kt.resize(size_t(D) * kKeys);
+  sc.kp.resize(kKeys);
   sc.vp.resize(kKeys);
   sc.s.resize(size_t(nq) * kKeys);
   sc.acc.assign(size_t(nq) * D, 0.0f);
@@ -140,24 +235,17 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
     for (int t = 0; t < tn; ++t) {
       int32_t j = j0 + t;
       int64_t off = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(j % bs) * width + int64_t(it.kvh) * D;
-      const float* kp = kv.k + off;
+      sc.kp[t] = kv.k + off;
       sc.vp[t] = kv.v + off;
-      for (int d = 0; d < D; ++d) sc.kt[d * kKeys + t] = kp[d];
     }
-    for (int t = tn; t < kKeys; ++t)
-      for (int d = 0; d < D; ++d) sc.kt[d * kKeys + t] = 0.0f;
+    gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
     tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
     for (int qi = 0; qi < nq; ++qi) {
       if (sc.qpos[qi] < j0) continue;  // every key of the tile is in its future
       const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
       float* p = &sc.s[size_t(qi) * kKeys];
-      float mx = p[0];
-      for (int t = 1; t < valid; ++t) mx = std::max(mx, p[t]);
-      const float m_new = std::max(sc.m[qi], mx);
-      for (int t = 0; t < valid; ++t) p[t] -= m_new;
-      cpu::exp_inplace(p, valid);
-      float sum = 0.0f;
-      for (int t = 0; t < valid; ++t) sum += p[t];
+      float m_new, sum;
+      softmax_tile(p, valid, sc.m[qi], &m_new, &sum);
       float* acc = &sc.acc[size_t(qi) * D];
       if (sc.m[qi] != m_new) {
         const float corr = std::exp(sc.m[qi] - m_new);  // 0 on the first tile (m = -inf)
