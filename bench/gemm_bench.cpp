@@ -18,6 +18,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <tuple>
+#include <ctime>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -48,7 +52,24 @@ struct Variant {
   std::string name;
   std::function<void(const float*, const float*, float*)> run;
   std::vector<double> samples_us;
+  std::vector<double> cpu_us;
 };
+
+// CPU time of the calling thread. With one thread all the work runs there, and
+// unlike wall time it does not grow while the thread waits for a core on a
+// shared machine.
+double thread_cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -81,10 +102,13 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::pair<int, int>> kns = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}, {576, 49152}};
 
+  // (m, k, n, threads, variant) -> (median wall us, median CPU us)
+  std::map<std::tuple<int, int, int, int, std::string>, std::pair<double, double>> results;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::printf("| m | k | n | threads | variant | median us | GFLOP/s | vs best |\n");
-  std::printf("|---:|---:|---:|---:|---|---:|---:|---:|\n");
+  std::printf("load average at start: %s\n\n", loadavg().c_str());
+  std::printf("| m | k | n | threads | variant | median us | GFLOP/s | vs best | CPU us (1 thread) |\n");
+  std::printf("|---:|---:|---:|---:|---|---:|---:|---:|---:|\n");
   for (auto [k, n] : kns) {
     int64_t wsize = int64_t(k) * n;
     int copies = int(std::max<int64_t>(1, (int64_t(64) << 20) / (wsize * 4)));
@@ -99,29 +123,29 @@ int main(int argc, char** argv) {
         vars.push_back({"openblas lib", [&](const float* xp, const float* wp, float* yp) {
                           gemm_threads_openblas(t);
                           sgemm_nt_openblas(xp, wp, yp, m, n, k, n, 0.0f);
-                        }, {}});
+                        }, {}, {}});
         vars.push_back({"dnnl lib", [&](const float* xp, const float* wp, float* yp) {
                           gemm_threads_dnnl(t);
                           sgemm_nt_dnnl(xp, wp, yp, m, n, k, n, 0.0f);
-                        }, {}});
+                        }, {}, {}});
         if (t > 1) {
           vars.push_back({"openblas pool", [&](const float* xp, const float* wp, float* yp) {
                             gemm_threads_openblas(1);
                             pool_split(pool, n, [&](int64_t n0, int64_t n1) {
                               sgemm_nt_openblas(xp, wp + n0 * k, yp + n0, m, n1 - n0, k, n, 0.0f);
                             });
-                          }, {}});
+                          }, {}, {}});
           vars.push_back({"dnnl pool", [&](const float* xp, const float* wp, float* yp) {
                             pool_split(pool, n, [&](int64_t n0, int64_t n1) {
                               gemm_threads_dnnl(1);
                               sgemm_nt_dnnl(xp, wp + n0 * k, yp + n0, m, n1 - n0, k, n, 0.0f);
                             });
-                          }, {}});
+                          }, {}, {}});
         }
         if (m == 1) {
           vars.push_back({"gemv pool", [&](const float* xp, const float* wp, float* yp) {
                             pool_split(pool, n, [&](int64_t n0, int64_t n1) { gemv_nt(xp, wp, yp, k, n0, n1, false); });
-                          }, {}});
+                          }, {}, {}});
         }
         std::vector<std::vector<float>> ys(vars.size(), std::vector<float>(int64_t(m) * n));
         // Calibrate: one warm call each, then pick inner repetitions so one
@@ -138,12 +162,13 @@ int main(int argc, char** argv) {
         int rounds = std::clamp(int(max_seconds / (slowest * inner * vars.size())), 3, 15);
         for (int r = 0; r < rounds; ++r) {
           for (auto& var : vars) {
-            double t0 = now_s();
+            double t0 = now_s(), c0 = thread_cpu_s();
             for (int i = 0; i < inner; ++i) {
               var.run(x.data(), w.data() + wsize * copy, ys[&var - vars.data()].data());
               copy = (copy + 1) % copies;
             }
             var.samples_us.push_back((now_s() - t0) / inner * 1e6);
+            var.cpu_us.push_back((thread_cpu_s() - c0) / inner * 1e6);
           }
         }
         // Every variant computes the same product; say so if one does not.
@@ -157,12 +182,40 @@ int main(int argc, char** argv) {
         for (auto& var : vars) best = std::min(best, median(var.samples_us));
         for (auto& var : vars) {
           double med = median(var.samples_us);
-          std::printf("| %d | %d | %d | %d | %s | %.1f | %.1f | %.2f |\n", m, k, n, t, var.name.c_str(), med,
-                      2.0 * m * k * n / med * 1e-3, med / best);
+          results[{m, k, n, t, var.name}] = {med, median(var.cpu_us)};
+          char cpu[32] = "-";
+          if (t == 1) std::snprintf(cpu, sizeof cpu, "%.1f", median(var.cpu_us));
+          std::printf("| %d | %d | %d | %d | %s | %.1f | %.1f | %.2f | %s |\n", m, k, n, t, var.name.c_str(), med,
+                      2.0 * m * k * n / med * 1e-3, med / best, cpu);
         }
         std::fflush(stdout);
       }
     }
   }
+  std::printf("\nload average at end: %s\n", loadavg().c_str());
+
+  // Summary: one line per shape. 1 thread compares CPU time (robust on a
+  // shared machine); 2 threads can only be wall time.
+  auto get = [&](int m, int k, int n, int t, const char* v, bool cpu) -> std::string {
+    auto it = results.find({m, k, n, t, v});
+    if (it == results.end()) return "-";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", cpu ? it->second.second : it->second.first);
+    return buf;
+  };
+  const int t2 = threads.size() > 1 ? threads[1] : 0;
+  std::printf("\nSummary (us). 1 thread: CPU time of the calling thread; %d threads: wall time.\n\n", t2);
+  std::printf("| m | k | n | openblas 1t | dnnl 1t | gemv 1t | openblas lib %dt | dnnl lib %dt | openblas pool %dt "
+              "| dnnl pool %dt | gemv pool %dt |\n",
+              t2, t2, t2, t2, t2);
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (auto [k, n] : kns)
+    for (int m : ms)
+      std::printf("| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, k, n,
+                  get(m, k, n, threads[0], "openblas lib", true).c_str(),
+                  get(m, k, n, threads[0], "dnnl lib", true).c_str(),
+                  get(m, k, n, threads[0], "gemv pool", true).c_str(), get(m, k, n, t2, "openblas lib", false).c_str(),
+                  get(m, k, n, t2, "dnnl lib", false).c_str(), get(m, k, n, t2, "openblas pool", false).c_str(),
+                  get(m, k, n, t2, "dnnl pool", false).c_str(), get(m, k, n, t2, "gemv pool", false).c_str());
   return 0;
 }
