@@ -32,7 +32,7 @@ MaxInfo find_max(std::span<const float> logits) {
 // relative to the max logit.
 double partition(std::span<const float> logits, float max_logit) {
   double sum = 0.0;
-  for (float l : logits) sum += std::exp(l - max_logit);
+  for (float l : logits) sum += std::isnan(l) ? 0.0f : std::exp(l - max_logit);
   return sum;
 }
 
@@ -91,7 +91,7 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n,
     return ranks_before(a.logprob, a.id, b.logprob, b.id);
   };
   for (size_t i = 0; i < logits.size(); ++i) {
-    TokenLogprob t{static_cast<int32_t>(i), logits[i]};
+    TokenLogprob t{static_cast<int32_t>(i), std::isnan(logits[i]) ? kNegInf : logits[i]};
     if (top.size() == want && !before(t, top.back())) continue;
     top.insert(std::upper_bound(top.begin(), top.end(), t, before), t);
     if (top.size() > want) top.pop_back();
@@ -138,8 +138,10 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
   cands.resize(vocab);
   double mass = 0.0;
   for (size_t i = 0; i < vocab; ++i) {
-    const float w = std::exp(logits[i] - max_logit);
-    cands[i] = {static_cast<int32_t>(i), logits[i], w};
+    // NaN would break the strict ordering the sorts rely on: treat it as masked.
+    const float l = std::isnan(logits[i]) ? kNegInf : logits[i];
+    const float w = std::exp(l - max_logit);
+    cands[i] = {static_cast<int32_t>(i), l, w};
     mass += w;
   }
   *full_mass = mass;

@@ -11,7 +11,8 @@
 // over what top-k kept), exactly as llama.cpp does; temperature only reshapes
 // the survivors. temperature == 0 is greedy: argmax, lowest id on ties, no RNG.
 //
-// Logits may hold -inf (masked tokens). NaN is not supported.
+// Logits may hold -inf (masked tokens); NaN counts as -inf (a model bug must
+// not crash the sampler; the token is simply never drawn).
 #pragma once
 
 #include <cstdint>

@@ -299,6 +299,24 @@ TEST(Sampler, MaskedTokensAreNeverDrawn) {
   }
 }
 
+TEST(Sampler, NanLogitsCountAsMasked) {
+  auto l = random_logits(4, 300, 1.0f);
+  for (size_t i = 0; i < l.size(); i += 3) l[i] = std::nanf("");
+  auto finite = l;
+  for (size_t i = 0; i < finite.size(); i += 3) finite[i] = -kInf;
+  const auto ref = log_softmax(finite);
+  for (SamplingParams p : {SamplingParams{.temperature = 0.0f}, SamplingParams{.temperature = 1.0f, .top_p = 0.99f},
+                           SamplingParams{.temperature = 0.7f, .top_k = 250, .min_p = 0.01f}}) {
+    p.seed = 8;
+    Sampler s(p);
+    for (int i = 0; i < 500; ++i) {
+      const auto r = s.sample(l);
+      ASSERT_NE(r.id % 3, 0);
+      ASSERT_NEAR(r.logprob, ref[r.id], 1e-5);
+    }
+  }
+}
+
 TEST(Sampler, LogprobsAreTheFullLogSoftmax) {
   for (uint64_t seed = 0; seed < 5; ++seed) {
     auto l = random_logits(100 + seed, 1000, 2.0f);
@@ -370,14 +388,17 @@ TEST(Sampler, FullVocabularyCost) {
   };
   for (const auto& c : configs) {
     Sampler s(c.p);
-    constexpr int kIters = 50;
     int32_t sink = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kIters; ++i) sink += s.sample(l).id;
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kIters;
+    double best_us = 1e30;  // best of 5 rounds: the machine is shared, the minimum is the cost
+    for (int round = 0; round < 5; ++round) {
+      constexpr int kIters = 20;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kIters; ++i) sink += s.sample(l).id;
+      const auto dt = std::chrono::steady_clock::now() - t0;
+      best_us = std::min(best_us, std::chrono::duration<double, std::micro>(dt).count() / kIters);
+    }
     EXPECT_GE(sink, 0);
-    std::printf("  vocab 49152  %-28s %8.1f us/token\n", c.name, us);
+    std::printf("  vocab 49152  %-28s %8.1f us/token\n", c.name, best_us);
   }
 }
 
