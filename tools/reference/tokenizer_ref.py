@@ -12,6 +12,8 @@ Exact command that produced tests/data/tokenizer/expected_smollm.json:
 
 Contents:
   smollm.cases[i]       ids of corpus[i] with control tokens parsed (ids_special) and as text (ids_plain)
+  variants.<kind>[i]    ids of corpus[i] (control tokens parsed) with the model's vocabulary and merges
+                        behind the gpt2 / llama3 (ignore_merges) / qwen2 pre-tokenizers
   pretok.<kind>[i]      pre-tokenizer pieces of corpus[i] for gpt2 / smollm / llama3 / qwen2
   spm                   a synthetic SentencePiece vocabulary (tokens, scores, types) and the ids
                         HF's BPE (byte_fallback, score-ordered merges) gives for every corpus string
@@ -71,6 +73,27 @@ def smollm_tokenizer(r):
     for t, ty in zip(tokens, types):
         assert ty in (CONTROL, NORMAL), (t, ty)
     return tok, tokens
+
+
+def variant_tokenizer(r, kind):
+    """The model's vocabulary and merges behind another family's pre-tokenizer
+    (we have no Llama 3 / Qwen2 / GPT-2 model file): exercises the whole
+    pipeline for those pre-tokenizers, including Llama 3's ignore_merges."""
+    tokens = field_strings(r, "tokenizer.ggml.tokens")
+    types = field_ints(r, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in field_strings(r, "tokenizer.ggml.merges")]
+    vocab = {t: i for i, t in reversed(list(enumerate(tokens)))}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=(kind == "llama3")))
+    if kind == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        rx = LLAMA3_RX if kind == "llama3" else QWEN2_RX
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(rx), behavior="isolated"),
+                                                     pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                            for t, ty in zip(tokens, types) if ty == CONTROL])
+    return tok
 
 
 def encode(tok, s, parse_special):
@@ -218,6 +241,11 @@ def main():
         assert tok.decode(ids_plain, skip_special_tokens=False) == s, s
         smollm.append({"ids_special": ids_special, "ids_plain": ids_plain})
 
+    variants = {}
+    for kind in ("gpt2", "llama3", "qwen2"):
+        vt = variant_tokenizer(r, kind)
+        variants[kind] = [encode(vt, s, True) for s in corpus]
+
     sp_tokens, sp_scores, sp_types = spm_vocab()
     sp = spm_tokenizer(sp_tokens, sp_scores, sp_types)
     spm_cases = []
@@ -231,6 +259,7 @@ def main():
         "n_tokens": len(tokens),
         "smollm": {"cases": smollm},
         "pretok": pretok_splits(corpus),
+        "variants": variants,
         "spm": {"tokens": sp_tokens, "scores": sp_scores, "types": sp_types, "cases": spm_cases},
         "chat": chat_cases(field_scalar(r, "tokenizer.chat_template")),
     }

@@ -59,6 +59,36 @@ TEST(TokenizerReference, SmollmMatchesHfTokenizers) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// The model's vocabulary behind the other families' pre-tokenizers, against
+// HF built the same way: the full pipeline for gpt2, llama-bpe (with
+// ignore_merges) and qwen2.
+TEST(TokenizerReference, OtherPreTokenizersMatchHfOnModelVocab) {
+  if (!test::file_exists(test::model_path())) GTEST_SKIP() << "model file absent";
+  auto f = GgufFile::open(test::model_path());
+  ASSERT_TRUE(f.is_ok()) << f.status().message();
+  const auto c = corpus();
+  for (const auto& [name, pre] : {std::pair<const char*, const char*>{"gpt2", "gpt2"},
+                                  {"llama3", "llama-bpe"},
+                                  {"qwen2", "qwen2"}}) {
+    auto v = vocab_from_gguf(*f, 0);
+    ASSERT_TRUE(v.is_ok()) << v.status().message();
+    v->pre = pre;
+    auto tok = Tokenizer::create(std::move(v).value());
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    const auto& ref = expected_json()["variants"][name];
+    ASSERT_EQ(ref.size(), c.size());
+    int mismatches = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const auto want = ref[i].get<std::vector<int32_t>>();
+      const auto got = tok->encode(c[i], false, true);
+      EXPECT_EQ(show(got), show(want)) << name << " corpus[" << i << "] = " << c[i];
+      mismatches += got != want;
+      EXPECT_EQ(tok->decode(got), c[i]);
+    }
+    EXPECT_EQ(mismatches, 0) << name;
+  }
+}
+
 TEST(TokenizerReference, SmollmSpecialTokensAndEog) {
   if (!test::file_exists(test::model_path())) GTEST_SKIP() << "model file absent";
   auto tok = load_model_tokenizer();
