@@ -1,6 +1,7 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -9,8 +10,10 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// How many of the best tokens top-p sorts before it switches to selection.
-constexpr size_t kSortedHead = 64;
+// top-p buckets tokens by max_logit - logit: kTopPBuckets buckets over
+// [0, kTopPSpan), the last one also taking everything further down.
+constexpr int kTopPBuckets = 1024;
+constexpr float kTopPSpan = 16.0f;
 
 struct MaxInfo {
   float logit = kNegInf;
@@ -37,9 +40,7 @@ double partition(std::span<const float> logits, float max_logit) {
 }
 
 // Higher logit first; equal logits by lower id, so every cut is deterministic.
-bool ranks_before(float la, int32_t ia, float lb, int32_t ib) {
-  return la > lb || (la == lb && ia < ib);
-}
+bool ranks_before(float la, int32_t ia, float lb, int32_t ib) { return la > lb || (la == lb && ia < ib); }
 
 // Rearranges c[lo, hi) so that it starts with the shortest run, in
 // ranks_before order, whose weights sum to at least `need`, and returns the
@@ -76,6 +77,47 @@ size_t select_mass(Cand* c, size_t lo, size_t hi, double need) {
     if (cum >= need) return i + 1;
   }
   return hi;
+}
+
+// top-p over an unsorted row: rearranges c[0, n) so that the tokens top-p
+// keeps come first and returns how many. Instead of sorting 49k tokens it
+// histograms the mass by logit (buckets are monotone in the logit, so whole
+// buckets are kept or dropped), finds the bucket where the cumulative mass
+// crosses `target`, and selects exactly within that bucket only. Two
+// branch-free passes over the row plus work on one bucket.
+template <typename Cand>
+size_t cut_top_p(Cand* c, size_t n, float max_logit, double target) {
+  constexpr float kScale = kTopPBuckets / kTopPSpan;
+  auto bucket = [max_logit](float logit) {
+    const float d = (max_logit - logit) * kScale;  // >= 0; +inf for -inf logits
+    return d < float(kTopPBuckets - 1) ? static_cast<int>(d) : kTopPBuckets - 1;
+  };
+  std::array<double, kTopPBuckets> mass{};
+  std::array<uint32_t, kTopPBuckets> count{};
+  for (size_t i = 0; i < n; ++i) {
+    const int b = bucket(c[i].logit);
+    mass[b] += c[i].weight;
+    ++count[b];
+  }
+  int cb = 0;  // the bucket where the cumulative mass reaches target
+  double before = 0.0;
+  for (; cb < kTopPBuckets - 1 && before + mass[cb] < target; ++cb) before += mass[cb];
+
+  // Buckets above cb go to the front, in place (k <= i: only read slots are
+  // overwritten); bucket cb goes to `cross`. Unconditional stores with
+  // conditional increments: no branch to mispredict.
+  std::vector<Cand> cross(count[cb] + 1);
+  size_t k = 0, j = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Cand x = c[i];
+    const int b = bucket(x.logit);
+    c[k] = x;
+    k += b < cb;
+    cross[j] = x;
+    j += b == cb;
+  }
+  std::copy(cross.begin(), cross.begin() + j, c + k);
+  return select_mass(c, k, k + j, target - before);
 }
 
 std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n, float max_logit,
@@ -160,23 +202,19 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
   }
 
   if (params_.top_p < 1.0f) {
-    // A peaked distribution reaches top_p within its first few dozen tokens:
-    // sort just those. A flat one needs thousands: find the rest of the cut by
-    // selecting on mass instead of sorting (expected O(n)).
     const double target = double(params_.top_p) * mass;
-    const size_t head = std::min(n, kSortedHead);
-    if (n_sorted < head) {
-      std::nth_element(cands.begin(), cands.begin() + head, cands.begin() + n, before);
-      std::sort(cands.begin(), cands.begin() + head, before);
-      n_sorted = head;
+    if (n_sorted == n) {  // top-k left a short sorted list: walk it
+      double cum = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        cum += cands[i].weight;
+        if (cum >= target) {
+          n = i + 1;  // the token that crosses top_p is kept
+          break;
+        }
+      }
+    } else {
+      n = cut_top_p(cands.data(), n, max_logit, target);
     }
-    double cum = 0.0;
-    size_t cut = 0;  // 0: not reached within the sorted head
-    for (size_t i = 0; i < n_sorted && cut == 0; ++i) {
-      cum += cands[i].weight;
-      if (cum >= target) cut = i + 1;  // the token that crosses top_p is kept
-    }
-    n = cut != 0 ? cut : select_mass(cands.data(), n_sorted, n, target - cum);
   }
 
   if (params_.min_p > 0.0f) {

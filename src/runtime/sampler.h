@@ -43,9 +43,9 @@ struct TokenLogprob {
 };
 
 struct SampleResult {
-  int32_t id;     // -1 only for an empty logits row
-  float logprob;  // log p(id) under the full, unfiltered, temperature-1 distribution
-                  // (what OpenAI and vLLM report as "logprobs")
+  int32_t id;                     // -1 only for an empty logits row
+  float logprob;                  // log p(id) under the full, unfiltered, temperature-1 distribution
+                                  // (what OpenAI and vLLM report as "logprobs")
   std::vector<TokenLogprob> top;  // the n_logprobs most likely tokens under that same
                                   // distribution, descending (ties: lower id first)
 };

@@ -209,9 +209,10 @@ size_t naive_top_p_keep(const std::vector<float>& l, float top_p, std::vector<in
   return keep;
 }
 
-// Past its first 64 tokens top-p switches from sorting to selection on mass;
-// check the kept set against the plain definition, at the real vocabulary size
-// and on many small rows (which reach every branch of the selection).
+// top-p buckets the row by logit and selects inside one bucket; check the kept
+// set against the plain definition, at the real vocabulary size and on many
+// small rows: wide ones with top_p near 1, and narrow ones whose whole row
+// sits in a few buckets, so the selection inside a bucket takes every branch.
 TEST(Sampler, TopPKeepsTheShortestHead) {
   for (float sigma : {0.5f, 2.0f, 6.0f}) {
     for (float top_p : {0.3f, 0.9f, 0.99f}) {
@@ -233,9 +234,14 @@ TEST(Sampler, TopPKeepsTheShortestHead) {
   std::mt19937 rng(3);
   for (int iter = 0; iter < 3000; ++iter) {
     const size_t vocab = 65 + rng() % 400;
-    const float sigma = 0.1f + 0.01f * (rng() % 300);
-    const float top_p = 0.05f + 0.001f * (rng() % 950);
+    const bool wide = iter % 3 == 1;
+    const bool narrow = iter % 3 == 2;  // a few buckets hold the whole row, with exact ties
+    const float sigma = wide ? 6.0f + 0.01f * (rng() % 600) : narrow ? 0.005f : 0.1f + 0.01f * (rng() % 300);
+    const float top_p = wide ? 0.99f + 0.00001f * (rng() % 999) : 0.05f + 0.001f * (rng() % 950);
     auto l = random_logits(1000 + iter, vocab, sigma);
+    if (narrow) {
+      for (auto& x : l) x = std::round(x * 2000.0f) / 2000.0f;
+    }
     std::vector<int32_t> order;
     double mass = 0;
     const size_t keep = naive_top_p_keep(l, top_p, &order, &mass);
@@ -305,8 +311,9 @@ TEST(Sampler, NanLogitsCountAsMasked) {
   auto finite = l;
   for (size_t i = 0; i < finite.size(); i += 3) finite[i] = -kInf;
   const auto ref = log_softmax(finite);
-  for (SamplingParams p : {SamplingParams{.temperature = 0.0f}, SamplingParams{.temperature = 1.0f, .top_p = 0.99f},
-                           SamplingParams{.temperature = 0.7f, .top_k = 250, .min_p = 0.01f}}) {
+  for (SamplingParams p :
+       {SamplingParams{.temperature = 0.0f}, SamplingParams{.temperature = 1.0f, .top_p = 0.99f},
+        SamplingParams{.temperature = 0.7f, .top_k = 250, .min_p = 0.01f}}) {
     p.seed = 8;
     Sampler s(p);
     for (int i = 0; i < 500; ++i) {
@@ -325,7 +332,8 @@ TEST(Sampler, LogprobsAreTheFullLogSoftmax) {
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
     // Filters and temperature change what is drawn, never the reported logprobs.
-    Sampler s({.temperature = 0.8f, .top_k = 50, .top_p = 0.9f, .min_p = 0.05f, .seed = seed, .n_logprobs = 5});
+    Sampler s(
+        {.temperature = 0.8f, .top_k = 50, .top_p = 0.9f, .min_p = 0.05f, .seed = seed, .n_logprobs = 5});
     for (int step = 0; step < 20; ++step) {
       const auto r = s.sample(l);
       EXPECT_NEAR(r.logprob, ref[r.id], 1e-5);

@@ -115,7 +115,8 @@ TEST(StopMatcher, StopAtStartAndNothingAfterStop) {
 TEST(StopMatcher, Utf8PiecesAreNeverSplit) {
   // A 4-byte emoji arriving one byte per token.
   const std::string smile = "\xF0\x9F\x98\x80";
-  auto s = stream({}, {"a", smile.substr(0, 1), smile.substr(1, 1), smile.substr(2, 1), smile.substr(3, 1), "b"});
+  auto s =
+      stream({}, {"a", smile.substr(0, 1), smile.substr(1, 1), smile.substr(2, 1), smile.substr(3, 1), "b"});
   EXPECT_EQ(s.chunks, (std::vector<std::string>{"a", "", "", "", smile, "b"}));
   // A stop that is one 2-byte character, split between pushes.
   EXPECT_EQ(stream({"\xC3\xA9"}, {"caf", "\xC3", "\xA9", "!"}).text, "caf");
@@ -136,8 +137,8 @@ TEST(StopMatcher, Utf8PiecesAreNeverSplit) {
 // Whatever the split, the output equals the slow definition on the whole text.
 TEST(StopMatcher, AnySplitMatchesTheDefinition) {
   std::mt19937 rng(17);
-  const std::vector<std::vector<std::string>> stop_sets = {
-      {"ab"}, {"aab", "ba"}, {"abc", "bcb", "cc"}, {"abcabd"}, {"a", "bb"}, {}};
+  const std::vector<std::vector<std::string>> stop_sets = {{"ab"},     {"aab", "ba"}, {"abc", "bcb", "cc"},
+                                                           {"abcabd"}, {"a", "bb"},   {}};
   const std::string alphabet = "abcd";
   for (int iter = 0; iter < 3000; ++iter) {
     const auto& stops = stop_sets[iter % stop_sets.size()];
@@ -160,7 +161,8 @@ TEST(StopMatcher, AnySplitMatchesTheDefinition) {
 
 TEST(StopMatcher, RandomMultibyteTextEmitsWholeCharacters) {
   std::mt19937 rng(5);
-  const std::vector<std::string> chars = {"a", " ", "\xC3\xA9", "\xE6\x97\xA5", "\xF0\x9F\x98\x80", "\xC3\xBC"};
+  const std::vector<std::string> chars = {"a",       " ", "\xC3\xA9", "\xE6\x97\xA5", "\xF0\x9F\x98\x80",
+                                          "\xC3\xBC"};
   const std::vector<std::string> stops = {"\xC3\xA9\xC3\xA9", "\xE6\x97\xA5 a"};
   for (int iter = 0; iter < 1000; ++iter) {
     std::string text;
