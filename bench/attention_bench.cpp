@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <ctime>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
     std::vector<int32_t> chunk(512);
     std::iota(chunk.begin(), chunk.end(), 1536);
     scenarios.push_back({"prefill chunk 512 @1536", 2048, chunk});
-    for (int32_t ctx : {128, 512, 2048}) scenarios.push_back({"decode @" + std::to_string(ctx), ctx, {ctx - 1}});
+    for (int32_t ctx : {128, 512, 2048})
+      scenarios.push_back({"decode @" + std::to_string(ctx), ctx, {ctx - 1}});
   }
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);

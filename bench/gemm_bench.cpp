@@ -17,13 +17,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <map>
-#include <tuple>
 #include <ctime>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/gemm.h"
@@ -96,11 +96,15 @@ int main(int argc, char** argv) {
   std::vector<int> ms = {1, 16, 128, 512, 2048};
   double max_seconds = 1.5;  // per (shape, threads) cell
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--m")) ms = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--max-seconds")) max_seconds = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--m"))
+      ms = parse_list(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--max-seconds"))
+      max_seconds = std::atof(argv[i + 1]);
   }
-  const std::vector<std::pair<int, int>> kns = {{576, 576}, {576, 192}, {576, 1536}, {1536, 576}, {576, 49152}};
+  const std::vector<std::pair<int, int>> kns = {
+      {576, 576}, {576, 192}, {576, 1536}, {1536, 576}, {576, 49152}};
 
   // (m, k, n, threads, variant) -> (median wall us, median CPU us)
   std::map<std::tuple<int, int, int, int, std::string>, std::pair<double, double>> results;
@@ -120,32 +124,48 @@ int main(int argc, char** argv) {
       for (int t : threads) {
         ThreadPool pool(t);
         std::vector<Variant> vars;
-        vars.push_back({"openblas lib", [&](const float* xp, const float* wp, float* yp) {
+        vars.push_back({"openblas lib",
+                        [&](const float* xp, const float* wp, float* yp) {
                           gemm_threads_openblas(t);
                           sgemm_nt_openblas(xp, wp, yp, m, n, k, n, 0.0f);
-                        }, {}, {}});
-        vars.push_back({"dnnl lib", [&](const float* xp, const float* wp, float* yp) {
+                        },
+                        {},
+                        {}});
+        vars.push_back({"dnnl lib",
+                        [&](const float* xp, const float* wp, float* yp) {
                           gemm_threads_dnnl(t);
                           sgemm_nt_dnnl(xp, wp, yp, m, n, k, n, 0.0f);
-                        }, {}, {}});
+                        },
+                        {},
+                        {}});
         if (t > 1) {
-          vars.push_back({"openblas pool", [&](const float* xp, const float* wp, float* yp) {
+          vars.push_back({"openblas pool",
+                          [&](const float* xp, const float* wp, float* yp) {
                             gemm_threads_openblas(1);
                             pool_split(pool, n, [&](int64_t n0, int64_t n1) {
                               sgemm_nt_openblas(xp, wp + n0 * k, yp + n0, m, n1 - n0, k, n, 0.0f);
                             });
-                          }, {}, {}});
-          vars.push_back({"dnnl pool", [&](const float* xp, const float* wp, float* yp) {
+                          },
+                          {},
+                          {}});
+          vars.push_back({"dnnl pool",
+                          [&](const float* xp, const float* wp, float* yp) {
                             pool_split(pool, n, [&](int64_t n0, int64_t n1) {
                               gemm_threads_dnnl(1);
                               sgemm_nt_dnnl(xp, wp + n0 * k, yp + n0, m, n1 - n0, k, n, 0.0f);
                             });
-                          }, {}, {}});
+                          },
+                          {},
+                          {}});
         }
         if (m == 1) {
-          vars.push_back({"gemv pool", [&](const float* xp, const float* wp, float* yp) {
-                            pool_split(pool, n, [&](int64_t n0, int64_t n1) { gemv_nt(xp, wp, yp, k, n0, n1, false); });
-                          }, {}, {}});
+          vars.push_back(
+              {"gemv pool",
+               [&](const float* xp, const float* wp, float* yp) {
+                 pool_split(pool, n, [&](int64_t n0, int64_t n1) { gemv_nt(xp, wp, yp, k, n0, n1, false); });
+               },
+               {},
+               {}});
         }
         std::vector<std::vector<float>> ys(vars.size(), std::vector<float>(int64_t(m) * n));
         // Calibrate: one warm call each, then pick inner repetitions so one
@@ -175,8 +195,10 @@ int main(int argc, char** argv) {
         for (size_t v = 0; v < vars.size(); ++v) vars[v].run(x.data(), w.data(), ys[v].data());
         for (size_t v = 1; v < vars.size(); ++v) {
           double maxd = 0;
-          for (size_t i = 0; i < ys[0].size(); ++i) maxd = std::max(maxd, double(std::fabs(ys[v][i] - ys[0][i])));
-          if (maxd > 1e-3) std::fprintf(stderr, "MISMATCH %s vs %s: %g\n", vars[v].name.c_str(), vars[0].name.c_str(), maxd);
+          for (size_t i = 0; i < ys[0].size(); ++i)
+            maxd = std::max(maxd, double(std::fabs(ys[v][i] - ys[0][i])));
+          if (maxd > 1e-3)
+            std::fprintf(stderr, "MISMATCH %s vs %s: %g\n", vars[v].name.c_str(), vars[0].name.c_str(), maxd);
         }
         double best = 1e30;
         for (auto& var : vars) best = std::min(best, median(var.samples_us));
@@ -185,8 +207,8 @@ int main(int argc, char** argv) {
           results[{m, k, n, t, var.name}] = {med, median(var.cpu_us)};
           char cpu[32] = "-";
           if (t == 1) std::snprintf(cpu, sizeof cpu, "%.1f", median(var.cpu_us));
-          std::printf("| %d | %d | %d | %d | %s | %.1f | %.1f | %.2f | %s |\n", m, k, n, t, var.name.c_str(), med,
-                      2.0 * m * k * n / med * 1e-3, med / best, cpu);
+          std::printf("| %d | %d | %d | %d | %s | %.1f | %.1f | %.2f | %s |\n", m, k, n, t, var.name.c_str(),
+                      med, 2.0 * m * k * n / med * 1e-3, med / best, cpu);
         }
         std::fflush(stdout);
       }
@@ -205,17 +227,20 @@ int main(int argc, char** argv) {
   };
   const int t2 = threads.size() > 1 ? threads[1] : 0;
   std::printf("\nSummary (us). 1 thread: CPU time of the calling thread; %d threads: wall time.\n\n", t2);
-  std::printf("| m | k | n | openblas 1t | dnnl 1t | gemv 1t | openblas lib %dt | dnnl lib %dt | openblas pool %dt "
-              "| dnnl pool %dt | gemv pool %dt |\n",
-              t2, t2, t2, t2, t2);
+  std::printf(
+      "| m | k | n | openblas 1t | dnnl 1t | gemv 1t | openblas lib %dt | dnnl lib %dt | openblas pool %dt "
+      "| dnnl pool %dt | gemv pool %dt |\n",
+      t2, t2, t2, t2, t2);
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (auto [k, n] : kns)
     for (int m : ms)
       std::printf("| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, k, n,
                   get(m, k, n, threads[0], "openblas lib", true).c_str(),
                   get(m, k, n, threads[0], "dnnl lib", true).c_str(),
-                  get(m, k, n, threads[0], "gemv pool", true).c_str(), get(m, k, n, t2, "openblas lib", false).c_str(),
-                  get(m, k, n, t2, "dnnl lib", false).c_str(), get(m, k, n, t2, "openblas pool", false).c_str(),
+                  get(m, k, n, threads[0], "gemv pool", true).c_str(),
+                  get(m, k, n, t2, "openblas lib", false).c_str(),
+                  get(m, k, n, t2, "dnnl lib", false).c_str(),
+                  get(m, k, n, t2, "openblas pool", false).c_str(),
                   get(m, k, n, t2, "dnnl pool", false).c_str(), get(m, k, n, t2, "gemv pool", false).c_str());
   return 0;
 }

@@ -16,8 +16,8 @@ using test::all_close;
 using test::random_vec;
 
 struct SeqSpec {
-  int32_t kv_len;               // KV positions 0..kv_len-1 are written
-  std::vector<int32_t> rows;    // query positions (each < kv_len)
+  int32_t kv_len;             // KV positions 0..kv_len-1 are written
+  std::vector<int32_t> rows;  // query positions (each < kv_len)
 };
 
 struct Case {
@@ -29,7 +29,8 @@ struct Case {
 // Builds the paged cache with blocks of each sequence at shuffled ids, runs the
 // backend, and compares with contiguous double-precision attention.
 void check_case(const Case& c, int n_threads, std::mt19937& rng, std::vector<float>* out_copy = nullptr) {
-  SCOPED_TRACE(c.name + " block_size=" + std::to_string(c.block_size) + " threads=" + std::to_string(n_threads));
+  SCOPED_TRACE(c.name + " block_size=" + std::to_string(c.block_size) +
+               " threads=" + std::to_string(n_threads));
   auto be = backend_cpu_init({.n_threads = n_threads});
   const int32_t D = c.head_dim, width = c.kv_heads * D, bs = c.block_size;
   const float scale = 1.0f / std::sqrt(float(D));
@@ -124,9 +125,14 @@ TEST_P(AttentionTest, PrefillAtBlockBoundaries) {
   for (auto [h, kvh] : kHeads)
     for (int32_t len : {bs - 1, bs, bs + 1, 2 * bs + 1}) {
       if (len < 1) continue;
-      check_case({"prefill len " + std::to_string(len) + " heads " + std::to_string(h) + "/" + std::to_string(kvh),
-                  h, kvh, 64, bs, {{len, iota_rows(0, len)}}},
-                 threads(), rng_);
+      check_case(
+          {"prefill len " + std::to_string(len) + " heads " + std::to_string(h) + "/" + std::to_string(kvh),
+           h,
+           kvh,
+           64,
+           bs,
+           {{len, iota_rows(0, len)}}},
+          threads(), rng_);
     }
 }
 
@@ -148,7 +154,11 @@ TEST_P(AttentionTest, DecodeRowsOfSeveralSequences) {
 TEST_P(AttentionTest, ScatteredRowPositions) {
   const int32_t bs = block_size();
   for (auto [h, kvh] : kHeads) {
-    check_case({"scattered", h, kvh, 64, bs,
+    check_case({"scattered",
+                h,
+                kvh,
+                64,
+                bs,
                 {{90, {3, 89, 17, 0, 64, 63, 31, 32, 33, 45}}, {40, iota_rows(25, 40)}, {5, {4, 2}}}},
                threads(), rng_);
   }
@@ -158,8 +168,8 @@ TEST_P(AttentionTest, ScatteredRowPositions) {
 // into chunks like a chunked prefill after earlier chunks.
 TEST_P(AttentionTest, LongChunkedPrefill) {
   const int32_t bs = block_size();
-  check_case({"chunked prefill", 9, 3, 64, bs, {{300, iota_rows(200, 300)}, {77, iota_rows(0, 77)}}}, threads(),
-             rng_);
+  check_case({"chunked prefill", 9, 3, 64, bs, {{300, iota_rows(200, 300)}, {77, iota_rows(0, 77)}}},
+             threads(), rng_);
 }
 
 // Head sizes that are not a multiple of the vector widths (tails), and a

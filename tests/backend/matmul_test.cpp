@@ -10,8 +10,9 @@ using test::all_close;
 using test::random_vec;
 
 // y[i][j] = sum_l x[i][l] * w[j][l] (+ y0[i][j])
-std::vector<double> ref_matmul(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& y0,
-                               int64_t m, int64_t k, int64_t n, bool accumulate) {
+std::vector<double> ref_matmul(const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& y0, int64_t m, int64_t k, int64_t n,
+                               bool accumulate) {
   std::vector<double> y(m * n);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
@@ -33,7 +34,7 @@ TEST_P(MatmulTest, MatchesReference) {
   std::mt19937 rng(7);
   // Odd sizes exercise the tails of the GEMV (k % 8, n % 4) and of the
   // per-thread column slices (n % 16); the last rows are SmolLM2 shapes.
-  const Shape shapes[] = {{1, 1, 1},    {1, 13, 37},  {2, 13, 37},   {3, 64, 5},     {1, 576, 192},
+  const Shape shapes[] = {{1, 1, 1},      {1, 13, 37},  {2, 13, 37},    {3, 64, 5},     {1, 576, 192},
                           {16, 576, 192}, {17, 40, 33}, {1, 1536, 576}, {5, 1536, 576}, {128, 576, 576}};
   for (const Shape& s : shapes) {
     for (bool accumulate : {false, true}) {
@@ -42,7 +43,8 @@ TEST_P(MatmulTest, MatchesReference) {
       auto y = random_vec(rng, s.m * s.n);
       auto want = ref_matmul(x, w, y, s.m, s.k, s.n, accumulate);
       be->matmul(x.data(), w.data(), y.data(), s.m, s.k, s.n, accumulate);
-      EXPECT_TRUE(all_close(y, want, 1e-5)) << "m=" << s.m << " k=" << s.k << " n=" << s.n << " acc=" << accumulate;
+      EXPECT_TRUE(all_close(y, want, 1e-5))
+          << "m=" << s.m << " k=" << s.k << " n=" << s.n << " acc=" << accumulate;
     }
   }
 }

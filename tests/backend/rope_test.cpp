@@ -60,7 +60,8 @@ TEST_P(RopeTest, MatchesReference) {
   const std::vector<int32_t> pos_sets[] = {{0, 1, 2}, {5, 0, 4095, 17, 17, -3, 100000, 2}};
   for (const RopeCase& c : cases) {
     auto factors = random_vec(rng, c.rot_dim / 2, 1.0f, 8.0f);
-    RopeParams p{c.style, c.rot_dim, 100000.0f, c.factors ? factors.data() : nullptr, c.freq_scale, c.attn_factor};
+    RopeParams p{c.style,      c.rot_dim,    100000.0f, c.factors ? factors.data() : nullptr,
+                 c.freq_scale, c.attn_factor};
     for (const auto& pos : pos_sets) {
       const int32_t n_heads = 3;
       auto x = random_vec(rng, pos.size() * n_heads * c.head_dim);

@@ -26,7 +26,8 @@ inline std::vector<float> random_vec(std::mt19937& rng, size_t n, float lo = -1.
 // element that cancels to near zero is judged against the typical magnitude.
 inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& ref,
                                             double rtol) {
-  if (got.size() != ref.size()) return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.size();
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " vs " << ref.size();
   double ss = 0;
   for (double r : ref) ss += r * r;
   const double floor = std::max(1e-30, std::sqrt(ss / std::max<size_t>(1, ref.size())));
@@ -40,8 +41,9 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
     }
   }
   if (worst <= rtol) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "element " << worst_i << ": got " << got[worst_i] << " want "
-                                       << ref[worst_i] << " (relative error " << worst << " > " << rtol << ")";
+  return ::testing::AssertionFailure()
+         << "element " << worst_i << ": got " << got[worst_i] << " want " << ref[worst_i]
+         << " (relative error " << worst << " > " << rtol << ")";
 }
 
 }  // namespace agentkv::test

@@ -32,14 +32,14 @@ struct Item {
 };
 
 struct Scratch {
-  std::vector<float> qs;          // [nq, D] scaled queries
-  std::vector<float> kt;          // [D, kKeys] key tile, transposed
-  std::vector<const float*> kp;   // [kKeys] key rows of the tile
-  std::vector<const float*> vp;   // [kKeys] value rows of the tile
-  std::vector<float> s;           // [nq, kKeys] scores, then probabilities
-  std::vector<float> acc;         // [nq, D] unnormalised output
-  std::vector<float> m, l;        // [nq] running max and sum
-  std::vector<int32_t> qpos;      // [nq]
+  std::vector<float> qs;         // [nq, D] scaled queries
+  std::vector<float> kt;         // [D, kKeys] key tile, transposed
+  std::vector<const float*> kp;  // [kKeys] key rows of the tile
+  std::vector<const float*> vp;  // [kKeys] value rows of the tile
+  std::vector<float> s;          // [nq, kKeys] scores, then probabilities
+  std::vector<float> acc;        // [nq, D] unnormalised output
+  std::vector<float> m, l;       // [nq] running max and sum
+  std::vector<int32_t> qpos;     // [nq]
 };
 
 // kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
@@ -136,8 +136,8 @@ void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
   }
   for (; d + 32 <= D; d += 32) {
-    __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8), a2 = _mm256_loadu_ps(acc + d + 16),
-           a3 = _mm256_loadu_ps(acc + d + 24);
+    __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8),
+           a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
     for (int t = 0; t < n; ++t) {
       __m256 pt = _mm256_broadcast_ss(p + t);
       const float* vr = v[t] + d;
@@ -204,8 +204,8 @@ void softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum) {
 #endif
 }
 
-void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
-              float scale, float* out, Scratch& sc) {
+void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t n_heads,
+              const KvLayerView& kv, float scale, float* out, Scratch& sc) {
   const int D = kv.head_dim;
   const int64_t width = int64_t(kv.kv_heads) * D;
   const int nh = it.h1 - it.h0;

@@ -11,6 +11,8 @@ CpuBackend::CpuBackend(const BackendConfig& cfg) : pool_(cfg.n_threads) { cpu::g
 
 std::string CpuBackend::name() const { return std::string("cpu-") + cpu::kGemmName; }
 
-std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg) { return std::make_unique<CpuBackend>(cfg); }
+std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg) {
+  return std::make_unique<CpuBackend>(cfg);
+}
 
 }  // namespace agentkv

@@ -32,8 +32,8 @@ class CpuBackend final : public backend_i {
   void add(const float* x, float* y, int64_t n) override;
   void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                 int64_t rows) override;
-  void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv, float scale,
-                 float* out) override;
+  void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
+                 float scale, float* out) override;
 
  private:
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on one

@@ -6,8 +6,8 @@ namespace agentkv {
 
 // A negative slot skips the row (padding rows, or rows whose cached K/V is
 // kept rather than overwritten).
-void CpuBackend::kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
-                          int64_t rows) {
+void CpuBackend::kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows,
+                          const int64_t* slots, int64_t rows) {
   const int64_t width = int64_t(kv.kv_heads) * kv.head_dim;
   parallel_for(rows, 256, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {

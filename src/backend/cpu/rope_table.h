@@ -30,10 +30,10 @@ class RopeTable {
 
   int32_t half_ = 0;
   float freq_base_ = 0, freq_scale_ = 0, attn_factor_ = 0;
-  std::vector<float> factors_;   // copy of freq_factors (empty when none)
-  std::vector<double> inv_freq_; // [half] base^(-2i/rot_dim) / factor_i
-  int64_t n_pos_ = 0;            // positions cached
-  std::vector<float> cos_, sin_; // [n_pos, half]
+  std::vector<float> factors_;    // copy of freq_factors (empty when none)
+  std::vector<double> inv_freq_;  // [half] base^(-2i/rot_dim) / factor_i
+  int64_t n_pos_ = 0;             // positions cached
+  std::vector<float> cos_, sin_;  // [n_pos, half]
 };
 
 }  // namespace agentkv::cpu
