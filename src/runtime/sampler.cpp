@@ -191,19 +191,19 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
     return ranks_before(a.logit, a.id, b.logit, b.id);
   };
   size_t n = vocab;     // live candidates are cands[0, n)
-  size_t n_sorted = 0;  // cands[0, n_sorted) are the best n_sorted, in order
+  bool sorted = false;  // cands[0, n) in ranks_before order
 
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     n = static_cast<size_t>(params_.top_k);
     std::partial_sort(cands.begin(), cands.begin() + n, cands.end(), before);
-    n_sorted = n;
+    sorted = true;
     mass = 0.0;
     for (size_t i = 0; i < n; ++i) mass += cands[i].weight;
   }
 
   if (params_.top_p < 1.0f) {
     const double target = double(params_.top_p) * mass;
-    if (n_sorted == n) {  // top-k left a short sorted list: walk it
+    if (sorted) {  // top-k left a short sorted list: walk it
       double cum = 0.0;
       for (size_t i = 0; i < n; ++i) {
         cum += cands[i].weight;
@@ -219,8 +219,7 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
 
   if (params_.min_p > 0.0f) {
     // The max logit always survives the earlier filters and has weight exactly
-    // 1, so p >= min_p * p_max is weight >= min_p. remove_if is stable: a
-    // sorted prefix stays sorted.
+    // 1, so p >= min_p * p_max is weight >= min_p.
     const float min_w = params_.min_p;
     auto end = std::remove_if(cands.begin(), cands.begin() + n,
                               [min_w](const Candidate& c) { return c.weight < min_w; });
