@@ -158,14 +158,15 @@ int main(int argc, char** argv) {
                           {},
                           {}});
         }
-        if (m == 1) {
-          vars.push_back(
-              {"gemv pool",
-               [&](const float* xp, const float* wp, float* yp) {
-                 pool_split(pool, n, [&](int64_t n0, int64_t n1) { gemv_nt(xp, wp, yp, k, n0, n1, false); });
-               },
-               {},
-               {}});
+        if (m <= 8) {
+          vars.push_back({"gemv pool",
+                          [&](const float* xp, const float* wp, float* yp) {
+                            pool_split(pool, n, [&](int64_t n0, int64_t n1) {
+                              gemv_nt_rows(xp, wp, yp, m, k, n, n0, n1, false);
+                            });
+                          },
+                          {},
+                          {}});
         }
         std::vector<std::vector<float>> ys(vars.size(), std::vector<float>(int64_t(m) * n));
         // Calibrate: one warm call each, then pick inner repetitions so one
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
     std::snprintf(buf, sizeof buf, "%.0f", cpu ? it->second.second : it->second.first);
     return buf;
   };
-  const int t2 = threads.size() > 1 ? threads[1] : 0;
+  const int t2 = threads.size() > 1 ? threads[1] : threads[0];
   std::printf("\nSummary (us). 1 thread: CPU time of the calling thread; %d threads: wall time.\n\n", t2);
   std::printf(
       "| m | k | n | openblas 1t | dnnl 1t | gemv 1t | openblas lib %dt | dnnl lib %dt | openblas pool %dt "

@@ -34,8 +34,9 @@ TEST_P(MatmulTest, MatchesReference) {
   std::mt19937 rng(7);
   // Odd sizes exercise the tails of the GEMV (k % 8, n % 4) and of the
   // per-thread column slices (n % 16); the last rows are SmolLM2 shapes.
-  const Shape shapes[] = {{1, 1, 1},      {1, 13, 37},  {2, 13, 37},    {3, 64, 5},     {1, 576, 192},
-                          {16, 576, 192}, {17, 40, 33}, {1, 1536, 576}, {5, 1536, 576}, {128, 576, 576}};
+  const Shape shapes[] = {{1, 1, 1},      {1, 13, 37},    {2, 13, 37},    {3, 64, 5},
+                          {1, 576, 192},  {16, 576, 192}, {17, 40, 33},   {1, 1536, 576},
+                          {4, 576, 1536}, {5, 1536, 576}, {128, 576, 576}};
   for (const Shape& s : shapes) {
     for (bool accumulate : {false, true}) {
       auto x = random_vec(rng, s.m * s.k);

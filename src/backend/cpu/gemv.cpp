@@ -1,6 +1,8 @@
 // Single-row product for decode. BLAS sgemm with m = 1 packs w for a reuse
 // that never comes; a plain streaming dot product per output is memory-bound
 // and needs no packing (docs/benchmarks_gemm.md has the comparison).
+#include <algorithm>
+
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/simd.h"
 
@@ -42,6 +44,16 @@ void gemv_nt(const float* x, const float* w, float* y, int64_t k, int64_t n0, in
   for (; j < n1; ++j) {
     float s = dot_f32(x, w + j * k, k);
     y[j] = accumulate ? y[j] + s : s;
+  }
+}
+
+void gemv_nt_rows(const float* x, const float* w, float* y, int64_t m, int64_t k, int64_t ldy, int64_t n0,
+                  int64_t n1, bool accumulate) {
+  // ~64 KiB of w per block: resident in L2 (512 KiB here) across the m passes.
+  const int64_t block = std::max<int64_t>(4, (int64_t(16) << 10) / std::max<int64_t>(1, k) / 4 * 4);
+  for (int64_t j0 = n0; j0 < n1; j0 += block) {
+    const int64_t j1 = std::min(n1, j0 + block);
+    for (int64_t i = 0; i < m; ++i) gemv_nt(x + i * k, w, y + i * ldy, k, j0, j1, accumulate);
   }
 }
 
