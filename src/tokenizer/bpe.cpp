@@ -61,11 +61,11 @@ void TokenizerImpl::bpe_encode(std::string_view word, std::vector<int32_t>& out)
     consider(c.left, sym[c.left].next);
   }
   for (int32_t i = 0; i >= 0; i = sym[i].next) {
-    if (sym[i].id >= 0) {
-      out.push_back(sym[i].id);
-    } else if (vocab.unk_id >= 0) {
-      out.push_back(vocab.unk_id);
-    }
+    // A byte with no token (vocabularies often lack C0, C1, F5..FF and some
+    // control bytes) is dropped, as HF's BPE does without an unk token; the
+    // GGUF unk id of byte-level vocabularies is typically <|endoftext|>,
+    // which must not appear in the middle of a prompt.
+    if (sym[i].id >= 0) out.push_back(sym[i].id);
   }
 }
 

@@ -50,7 +50,7 @@ UNICODE = [
     "tab\u000bvt", "form\u000cfeed", "\u0085nel", "«guillemets» „quotes“ ‘single’", "…ellipsis…",
     "€£¥₹", "©®™", "°C ±5", "→ ← ↑ ↓", "∀x∈ℝ: x²≥0", "ſ long s", "it'ſ", "K kelvin",
     "Ǆ ǅ ǆ titlecase", "ß ẞ", "İstanbul ıi", "ʼapostrophe", "日本 語", "中文 English 混合", "русский English",
-    "ʻokina", "ๆ", "ـ", "a\u0300\u0301\u0302\u0303", "\U0001F600", "\U00010348 gothic", "\U0001D11E music",
+    "ʻokina", "ๆ", "ctrl\x04\x06\x13\x1d bytes", "a\U00097777b unassigned plane", "\x00nul", "ـ", "a\u0300\u0301\u0302\u0303", "\U0001F600", "\U00010348 gothic", "\U0001D11E music",
 ]
 SPECIAL = [
     "<|im_start|>user\nHello<|im_end|>\n", "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>assistant\n",
