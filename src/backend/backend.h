@@ -54,6 +54,17 @@ struct AttentionPlan {
   const int32_t* block_ids = nullptr;     // [block_indptr[n_seqs]]
 };
 
+// A weight matrix kept in its file's block format: n rows of k elements, each
+// row row_bytes long, in ggml type `type` (the on-disk id, e.g. 3 = q4_1).
+// Decode-sized matmuls read these directly, 4-8x fewer bytes than f32.
+struct QuantMatrix {
+  uint32_t type = 0;
+  const uint8_t* data = nullptr;
+  int64_t row_bytes = 0;
+  int64_t n = 0;  // rows (out_features)
+  int64_t k = 0;  // elements per row (in_features)
+};
+
 struct BackendConfig {
   int n_threads = 1;
 };
@@ -80,11 +91,20 @@ class backend_i {
   // out[i] = silu(gate[i]) * up[i] for i < n. out may alias gate.
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
 
+  // Whether matmul_quant handles this ggml type id.
+  virtual bool supports_quant(uint32_t type) const = 0;
+
+  // y[m, w.n] = x[m, w.k] · dequant(w)^T (+ y if accumulate), activations in
+  // f32: the result equals matmul on the dequantized matrix up to float
+  // summation order. Meant for small m (decode); callers use matmul for prefill.
+  virtual void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) = 0;
+
   // y[i] += x[i] for i < n (residual).
   virtual void add(const float* x, float* y, int64_t n) = 0;
 
   // Writes k_rows/v_rows [rows, kv_heads * head_dim] into the cache slots
-  // slot[r] = block_id * block_size + offset.
+  // slot[r] = block_id * block_size + offset. Rows with a negative slot are
+  // skipped (rows whose K/V a scheme keeps from the cache).
   virtual void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                         int64_t rows) = 0;
 

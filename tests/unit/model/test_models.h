@@ -31,7 +31,8 @@ inline std::string write_synth_model(const SynthModelConfig& cfg) {
   auto vocab = GgufFile::parse(bytes);
   if (!vocab.is_ok()) return "";
   static int counter = 0;
-  std::string path = "/tmp/agentkv_test_model_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + ".gguf";
+  char path[96];
+  std::snprintf(path, sizeof path, "/tmp/agentkv_test_model_%d_%d.gguf", static_cast<int>(getpid()), counter++);
   Status st = synth_model_write(cfg, *vocab, path);
   return st.is_ok() ? path : "";
 }
