@@ -1,16 +1,40 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define AKV_CPU_RELAX() _mm_pause()
+#else
+#define AKV_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace agentkv {
 
 namespace {
+
+// How long a thread polls before it sleeps on a condition variable.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
 void run_chunk(const std::function<void(int64_t, int64_t, int)>& fn, int64_t n, int n_threads, int index) {
   int64_t chunk = (n + n_threads - 1) / n_threads;
   int64_t begin = std::min<int64_t>(n, chunk * index);
   int64_t end = std::min<int64_t>(n, begin + chunk);
   if (begin < end) fn(begin, end, index);
 }
+
+// Polls `done` for up to kSpin; true if it became true.
+template <typename Pred>
+bool spin_until(Pred done) {
+  auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    AKV_CPU_RELAX();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -20,7 +44,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -36,33 +60,38 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     std::lock_guard<std::mutex> lk(mu_);
     job_ = &fn;
     job_n_ = n;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
   run_chunk(fn, n, n_threads_, 0);
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_done_.wait(lk, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_done_.wait(lk, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
+    auto ready = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(ready)) {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_start_.wait(lk, ready);
+    }
     const std::function<void(int64_t, int64_t, int)>* job;
     int64_t n;
     {
-      std::unique_lock<std::mutex> lk(mu_);
-      cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stop_.load()) return;
+      seen = generation_.load(std::memory_order_relaxed);
       job = job_;
       n = job_n_;
     }
     run_chunk(*job, n, n_threads_, index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
+      cv_done_.notify_one();
     }
   }
 }

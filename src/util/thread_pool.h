@@ -1,7 +1,10 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread
-// takes part, so a pool of n threads starts n-1 workers.
+// takes part, so a pool of n threads starts n-1 workers. Workers spin briefly
+// between jobs before sleeping: a decode step issues hundreds of small
+// parallel loops, and a condition-variable wake-up costs more than the loop.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -33,9 +36,9 @@ class ThreadPool {
   std::condition_variable cv_start_, cv_done_;
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace agentkv

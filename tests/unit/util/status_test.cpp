@@ -46,6 +46,18 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
   }
 }
 
+TEST(ThreadPool, ManyBackToBackLoopsLoseNoWork) {
+  // Decode issues hundreds of tiny loops per token; workers spin between them.
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int rep = 0; rep < 20000; ++rep) {
+    pool.parallel_for(3, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) sum += i + 1;
+    });
+  }
+  EXPECT_EQ(sum.load(), 20000 * 6);
+}
+
 TEST(Hash, DependsOnEveryByteAndSeed) {
   std::vector<uint8_t> a = {1, 2, 3, 4}, b = {1, 2, 3, 5};
   EXPECT_EQ(hash_bytes(a), hash_bytes(a));
