@@ -1,6 +1,6 @@
 // A fixed pool of worker threads for data-parallel loops. The calling thread
 // takes part, so a pool of n threads starts n-1 workers. Workers spin briefly
-// between jobs before sleeping: a decode step issues hundreds of small
+// (yielding) between jobs before sleeping: a decode step issues hundreds of small
 // parallel loops, and a condition-variable wake-up costs more than the loop.
 #pragma once
 
