@@ -55,9 +55,20 @@ Vocab bpe_vocab(const char* pre) {
   v.tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool>"};
   v.types = {kTokenControl, kTokenControl, kTokenControl, kTokenUserDefined};
   for (int b = 0; b < 256; ++b) v.tokens.push_back(byte_char(b)), v.types.push_back(kTokenNormal);
-  const char* merges[][2] = {{"t", "h"}, {"th", "e"}, {"\xC4\xA0", "the"}, {"i", "n"}, {"\xC4\xA0", "a"},
-                             {"e", "r"}, {"o", "n"}, {"\xC4\xA0", "\xC4\xA0"}, {"\xC4\xA0\xC4\xA0", "\xC4\xA0\xC4\xA0"},
-                             {"1", "2"}, {"12", "3"}, {"\xC3\x83", "\xC2\xA9"}, {"'", "s"}, {"\xC4\x8A", "\xC4\x8A"}};
+  const char* merges[][2] = {{"t", "h"},
+                             {"th", "e"},
+                             {"\xC4\xA0", "the"},
+                             {"i", "n"},
+                             {"\xC4\xA0", "a"},
+                             {"e", "r"},
+                             {"o", "n"},
+                             {"\xC4\xA0", "\xC4\xA0"},
+                             {"\xC4\xA0\xC4\xA0", "\xC4\xA0\xC4\xA0"},
+                             {"1", "2"},
+                             {"12", "3"},
+                             {"\xC3\x83", "\xC2\xA9"},
+                             {"'", "s"},
+                             {"\xC4\x8A", "\xC4\x8A"}};
   for (auto& m : merges) {
     v.merges.push_back(std::string(m[0]) + " " + m[1]);
     v.tokens.push_back(std::string(m[0]) + m[1]);
@@ -78,8 +89,23 @@ Vocab spm_vocab() {
     v.tokens.push_back(buf);
     v.types.push_back(kTokenByte);
   }
-  const char* pieces[] = {"\xE2\x96\x81", "a", "b", "c", "e", "h", "t", "\xE2\x96\x81t", "th", "\xE2\x96\x81th",
-                          "the", "\xE2\x96\x81the", "ab", "abc", "\u2581a", "\xC3\xA9", "\xE6\x97\xA5"};
+  const char* pieces[] = {"\xE2\x96\x81",
+                          "a",
+                          "b",
+                          "c",
+                          "e",
+                          "h",
+                          "t",
+                          "\xE2\x96\x81t",
+                          "th",
+                          "\xE2\x96\x81th",
+                          "the",
+                          "\xE2\x96\x81the",
+                          "ab",
+                          "abc",
+                          "\u2581a",
+                          "\xC3\xA9",
+                          "\xE6\x97\xA5"};
   float score = 0;
   for (const char* p : pieces) {
     v.tokens.push_back(p);
@@ -168,7 +194,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(utf8_is_valid(streamed), "stream output is valid UTF-8");
     bool has_control = false;
     for (int32_t id : ids) has_control |= t.is_control(id);
-    if (utf8_is_valid(decoded) && !has_control) check(streamed == decoded, "stream == decode for valid UTF-8");
+    if (utf8_is_valid(decoded) && !has_control)
+      check(streamed == decoded, "stream == decode for valid UTF-8");
   } else {
     const Tokenizer& t = *fx.spm;
     const auto ids = t.encode(text, (sel & 0x20) != 0, parse_special);

@@ -51,11 +51,13 @@ def emit(rs):
           f"(Unicode {unicodedata.unidata_version}); do not edit.")
     print('#include "tokenizer/unicode.h"\n')
     print("namespace agentkv::unicode_internal {\n")
+    print("// clang-format off")
     print(f"const CpRange kCpRanges[{len(rs)}] = {{")
     for lo, hi, c in rs:
         print(f"    {{0x{lo:X}, 0x{hi:X}, CpClass::{names[c]}}},")
     print("};")
-    print(f"const size_t kCpRangeCount = {len(rs)};\n")
+    print(f"const size_t kCpRangeCount = {len(rs)};")
+    print("// clang-format on\n")
     print("}  // namespace agentkv::unicode_internal")
 
 

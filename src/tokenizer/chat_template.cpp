@@ -6,7 +6,8 @@ namespace {
 
 // SmolLM2-Instruct's template inserts this system turn when the conversation
 // does not start with one.
-constexpr std::string_view kSmolSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+constexpr std::string_view kSmolSystem =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 // Jinja's `trim` filter (Python str.strip(): all Unicode whitespace; ASCII
 // whitespace covers every message we produce or receive in practice).
@@ -44,7 +45,8 @@ std::string apply_llama3(std::span<const ChatMessage> msgs, bool gen) {
 
 // Mistral v1 has no system role; like llama.cpp, a system message is folded
 // into the next user turn, separated by a blank line.
-std::string apply_mistral(std::span<const ChatMessage> msgs, bool /*gen: the [/INST] already is the prompt*/) {
+std::string apply_mistral(std::span<const ChatMessage> msgs,
+                          bool /*gen: the [/INST] already is the prompt*/) {
   std::string out, system;
   for (const auto& m : msgs) {
     if (m.role == "system") {
@@ -70,7 +72,8 @@ Result<ChatTemplateKind> chat_template_detect(std::string_view jinja) {
   if (has("<|start_header_id|>") && has("<|eot_id|>")) return ChatTemplateKind::kLlama3;
   if (has("<|im_start|>")) return ChatTemplateKind::kChatml;
   if (has("[INST]") && has("[/INST]")) return ChatTemplateKind::kMistral;
-  return make_error(ErrorCode::kUnsupported, "unrecognised chat template; pass --chat-template chatml|llama3|mistral");
+  return make_error(ErrorCode::kUnsupported,
+                    "unrecognised chat template; pass --chat-template chatml|llama3|mistral");
 }
 
 Result<ChatTemplateKind> chat_template_from_name(std::string_view name) {
@@ -93,7 +96,8 @@ const char* chat_template_name(ChatTemplateKind kind) {
   return "?";
 }
 
-std::string chat_template_apply(ChatTemplateKind kind, std::span<const ChatMessage> msgs, bool add_generation_prompt) {
+std::string chat_template_apply(ChatTemplateKind kind, std::span<const ChatMessage> msgs,
+                                bool add_generation_prompt) {
   switch (kind) {
     case ChatTemplateKind::kChatml:
       return apply_chatml(msgs, add_generation_prompt);

@@ -29,6 +29,7 @@ Result<ChatTemplateKind> chat_template_from_name(std::string_view name);
 const char* chat_template_name(ChatTemplateKind kind);
 
 // Formats the conversation; add_generation_prompt appends the assistant header.
-std::string chat_template_apply(ChatTemplateKind kind, std::span<const ChatMessage> msgs, bool add_generation_prompt);
+std::string chat_template_apply(ChatTemplateKind kind, std::span<const ChatMessage> msgs,
+                                bool add_generation_prompt);
 
 }  // namespace agentkv

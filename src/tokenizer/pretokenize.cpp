@@ -10,10 +10,10 @@ namespace agentkv {
 Result<PreTokenizerKind> pre_tokenizer_from_name(std::string_view pre) {
   // Aliases follow llama.cpp's grouping of tokenizer.ggml.pre values by regex.
   static constexpr std::array<std::string_view, 4> kGpt2 = {"gpt2", "gpt-2", "default", ""};
-  static constexpr std::array<std::string_view, 7> kSmollm = {"smollm", "starcoder", "refact", "command-r",
-                                                              "codeshell", "exaone", "minerva"};
-  static constexpr std::array<std::string_view, 7> kLlama3 = {"llama-bpe", "llama3", "falcon3", "pixtral",
-                                                              "dbrx", "smaug-bpe", "lfm2"};
+  static constexpr std::array<std::string_view, 7> kSmollm = {"smollm",    "starcoder", "refact", "command-r",
+                                                              "codeshell", "exaone",    "minerva"};
+  static constexpr std::array<std::string_view, 7> kLlama3 = {"llama-bpe", "llama3",    "falcon3", "pixtral",
+                                                              "dbrx",      "smaug-bpe", "lfm2"};
   static constexpr std::array<std::string_view, 3> kQwen2 = {"qwen2", "deepseek-r1-qwen", "megrez"};
   for (auto n : kGpt2)
     if (pre == n) return PreTokenizerKind::kGpt2;

@@ -13,7 +13,8 @@ namespace agentkv {
 enum class PreTokenizerKind {
   // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
   kGpt2,
-  // SmolLM / StarCoder: every \p{N} code point is its own piece, then GPT-2 (HF: Digits(individual) + ByteLevel).
+  // SmolLM / StarCoder: every \p{N} code point is its own piece, then GPT-2 (HF: Digits(individual) +
+  // ByteLevel).
   kSmollm,
   // Llama 3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|
   //          \s*[\r\n]+|\s+(?!\S)|\s+

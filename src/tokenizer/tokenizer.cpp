@@ -47,10 +47,14 @@ int parse_byte_token(std::string_view t) {
   int v = 0;
   for (char c : t.substr(3, 2)) {
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else
+      return -1;
   }
   return v;
 }
@@ -74,7 +78,8 @@ std::string spm_token_bytes(std::string_view text, int32_t type) {
 
 Status check_id(const char* name, int32_t id, size_t n) {
   if (id < -1 || id >= static_cast<int64_t>(n)) {
-    return make_error(ErrorCode::kOutOfRange, name, " id ", id, " is outside the vocabulary (", n, " tokens)");
+    return make_error(ErrorCode::kOutOfRange, name, " id ", id, " is outside the vocabulary (", n,
+                      " tokens)");
   }
   return Status::ok();
 }
@@ -106,7 +111,8 @@ Status build_bpe(TokenizerImpl& t) {
     auto ia = t.token_ids.find(a), ib = t.token_ids.find(b);
     auto ic = t.token_ids.find(std::string(a) + std::string(b));
     if (ia == t.token_ids.end() || ib == t.token_ids.end() || ic == t.token_ids.end()) {
-      return make_error(ErrorCode::kParse, "merge ", r, " '", m, "' names a token that is not in the vocabulary");
+      return make_error(ErrorCode::kParse, "merge ", r, " '", m,
+                        "' names a token that is not in the vocabulary");
     }
     t.merges.try_emplace(merge_key(ia->second, ib->second), MergeInfo{static_cast<int32_t>(r), ic->second});
   }

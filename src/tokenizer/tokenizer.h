@@ -35,8 +35,8 @@ struct Vocab {
   Kind kind = Kind::kBpe;
   std::string pre = "default";  // tokenizer.ggml.pre: "smollm", "llama-bpe", "qwen2", "gpt2", "default", ...
   std::vector<std::string> tokens;
-  std::vector<float> scores;    // SPM merge priority (higher merges first); may be empty for BPE
-  std::vector<int32_t> types;   // TokenType per token; empty means all normal
+  std::vector<float> scores;        // SPM merge priority (higher merges first); may be empty for BPE
+  std::vector<int32_t> types;       // TokenType per token; empty means all normal
   std::vector<std::string> merges;  // BPE: "left right", best first
   int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1, eot_id = -1;
   bool add_bos = false, add_eos = false;

@@ -26,7 +26,7 @@ struct MergeInfo {
 
 struct TokenizerImpl {
   Vocab vocab;
-  TokenMap token_ids;         // text -> id (the first id when a text repeats)
+  TokenMap token_ids;               // text -> id (the first id when a text repeats)
   std::vector<std::string> pieces;  // raw bytes of each token, as decode emits them
   std::vector<uint8_t> is_control;  // CONTROL / UNKNOWN: skipped by decode(skip_special)
   std::vector<uint8_t> is_eog;
@@ -40,8 +40,8 @@ struct TokenizerImpl {
 
   // Byte-level BPE.
   PreTokenizerKind pre = PreTokenizerKind::kGpt2;
-  bool ignore_merges = false;  // Llama 3: a pre-token that is a whole token is not merged
-  std::array<int32_t, 256> byte_token{};  // BPE: the byte's mapped char; SPM: <0xXX>; -1 if absent
+  bool ignore_merges = false;              // Llama 3: a pre-token that is a whole token is not merged
+  std::array<int32_t, 256> byte_token{};   // BPE: the byte's mapped char; SPM: <0xXX>; -1 if absent
   std::array<std::string, 256> byte_char;  // BPE: the byte's mapped char as UTF-8
   std::unordered_map<uint64_t, MergeInfo> merges;
 

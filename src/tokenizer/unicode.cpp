@@ -79,9 +79,12 @@ size_t utf8_complete_prefix(std::string_view s) {
     const uint8_t c = static_cast<uint8_t>(s[n - back]);
     if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
     uint32_t need = 0;
-    if ((c & 0xE0) == 0xC0) need = 2;
-    else if ((c & 0xF0) == 0xE0) need = 3;
-    else if ((c & 0xF8) == 0xF0) need = 4;
+    if ((c & 0xE0) == 0xC0)
+      need = 2;
+    else if ((c & 0xF0) == 0xE0)
+      need = 3;
+    else if ((c & 0xF8) == 0xF0)
+      need = 4;
     if (need > back) {
       // Truncated; hold it back only if what we have so far could still become valid.
       std::string_view tail = s.substr(n - back);

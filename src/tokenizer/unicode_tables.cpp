@@ -3,6 +3,7 @@
 
 namespace agentkv::unicode_internal {
 
+// clang-format off
 const CpRange kCpRanges[792] = {
     {0x9, 0xD, CpClass::kSpace},
     {0x20, 0x20, CpClass::kSpace},
@@ -798,5 +799,6 @@ const CpRange kCpRanges[792] = {
     {0x30000, 0x3134A, CpClass::kLetter},
 };
 const size_t kCpRangeCount = 792;
+// clang-format on
 
 }  // namespace agentkv::unicode_internal

@@ -24,7 +24,8 @@ Status read_opt_id(const GgufFile& f, std::string_view name, size_t n_tokens, in
   if (!f.find(k)) return Status::ok();
   AKV_ASSIGN_OR_RETURN(int64_t v, f.get_int(k));
   if (v < 0 || static_cast<uint64_t>(v) >= n_tokens) {
-    return make_error(ErrorCode::kOutOfRange, k, " = ", v, " is outside the vocabulary (", n_tokens, " tokens)");
+    return make_error(ErrorCode::kOutOfRange, k, " = ", v, " is outside the vocabulary (", n_tokens,
+                      " tokens)");
   }
   out = static_cast<int32_t>(v);
   return Status::ok();
@@ -59,14 +60,16 @@ Result<Vocab> vocab_from_gguf(const GgufFile& f, int64_t n_vocab_required) {
   if (f.find(key("scores")) || v.kind == Vocab::Kind::kSpm) {
     AKV_ASSIGN_OR_RETURN(std::vector<double> scores, f.get_float_array(key("scores")));
     if (scores.size() != n) {
-      return make_error(ErrorCode::kParse, key("scores"), " has ", scores.size(), " entries for ", n, " tokens");
+      return make_error(ErrorCode::kParse, key("scores"), " has ", scores.size(), " entries for ", n,
+                        " tokens");
     }
     v.scores.assign(scores.begin(), scores.end());
   }
   if (f.find(key("token_type"))) {
     AKV_ASSIGN_OR_RETURN(std::vector<int64_t> types, f.get_int_array(key("token_type")));
     if (types.size() != n) {
-      return make_error(ErrorCode::kParse, key("token_type"), " has ", types.size(), " entries for ", n, " tokens");
+      return make_error(ErrorCode::kParse, key("token_type"), " has ", types.size(), " entries for ", n,
+                        " tokens");
     }
     v.types.reserve(n);
     for (int64_t t : types) {
@@ -94,8 +97,10 @@ Result<Vocab> vocab_from_gguf(const GgufFile& f, int64_t n_vocab_required) {
   AKV_RETURN_IF_ERROR(read_opt_bool(f, "add_bos_token", v.add_bos));
   AKV_RETURN_IF_ERROR(read_opt_bool(f, "add_eos_token", v.add_eos));
   AKV_RETURN_IF_ERROR(read_opt_bool(f, "add_space_prefix", v.add_space_prefix));
-  if (v.add_bos && v.bos_id < 0) return make_error(ErrorCode::kParse, "add_bos_token is set but there is no bos token");
-  if (v.add_eos && v.eos_id < 0) return make_error(ErrorCode::kParse, "add_eos_token is set but there is no eos token");
+  if (v.add_bos && v.bos_id < 0)
+    return make_error(ErrorCode::kParse, "add_bos_token is set but there is no bos token");
+  if (v.add_eos && v.eos_id < 0)
+    return make_error(ErrorCode::kParse, "add_eos_token is set but there is no eos token");
 
   if (f.find("tokenizer.chat_template")) {
     AKV_ASSIGN_OR_RETURN(v.chat_template, f.get_string("tokenizer.chat_template"));

@@ -72,9 +72,8 @@ TEST(TokenizerReference, OtherPreTokenizersMatchHfOnModelVocab) {
   auto f = GgufFile::open(test::model_path());
   ASSERT_TRUE(f.is_ok()) << f.status().message();
   const auto c = corpus();
-  for (const auto& [name, pre] : {std::pair<const char*, const char*>{"gpt2", "gpt2"},
-                                  {"llama3", "llama-bpe"},
-                                  {"qwen2", "qwen2"}}) {
+  for (const auto& [name, pre] :
+       {std::pair<const char*, const char*>{"gpt2", "gpt2"}, {"llama3", "llama-bpe"}, {"qwen2", "qwen2"}}) {
     auto v = vocab_from_gguf(*f, 0);
     ASSERT_TRUE(v.is_ok()) << v.status().message();
     v->pre = pre;

@@ -2,11 +2,10 @@
 #pragma once
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "format/gguf.h"
 #include "tokenizer/tokenizer.h"
@@ -65,8 +64,8 @@ inline Vocab tiny_bpe_vocab() {
   v.tokens = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   for (int b = 0; b < 256; ++b) v.tokens.push_back(byte_char(static_cast<uint8_t>(b)));
   const std::vector<std::pair<std::string, std::string>> merges = {
-      {"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {"\xC4\xA0", "w"}, {"o", "r"}, {"\xC4\xA0w", "or"},
-      {"\xC4\xA0wor", "ld"}, {"l", "d"}};
+      {"h", "e"}, {"l", "l"},          {"he", "ll"},          {"hell", "o"}, {"\xC4\xA0", "w"},
+      {"o", "r"}, {"\xC4\xA0w", "or"}, {"\xC4\xA0wor", "ld"}, {"l", "d"}};
   for (const auto& [a, b] : merges) {
     v.merges.push_back(a + " " + b);
     bool have = false;

@@ -219,7 +219,7 @@ TEST(Unicode, Utf8Helpers) {
   EXPECT_EQ(cp_class('7'), CpClass::kNumber);
   EXPECT_EQ(cp_class(0x00BD), CpClass::kNumber);  // ½
   EXPECT_EQ(cp_class(0x3000), CpClass::kSpace);
-  EXPECT_EQ(cp_class(0x1C), CpClass::kOther);  // isspace() in Python, not White_Space
+  EXPECT_EQ(cp_class(0x1C), CpClass::kOther);    // isspace() in Python, not White_Space
   EXPECT_EQ(cp_class(0x0301), CpClass::kOther);  // combining mark
 }
 
@@ -263,7 +263,8 @@ TEST(TokenizerPerf, LongPromptEncodesQuickly) {
   const int reps = 5;
   size_t n = 0;
   for (int i = 0; i < reps; ++i) n = tok->encode(text, false, true).size();
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
   std::printf("encode: %zu tokens from %zu bytes in %.3f ms\n", n, text.size(), ms);
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(ms * 2000.0 / static_cast<double>(n), 10.0);
