@@ -20,8 +20,10 @@ if [ ${#targets[@]} -eq 0 ]; then
   exit 0
 fi
 
-[ -f build-fuzz/CMakeCache.txt ] || cmake --preset fuzz >/dev/null
-cmake --build build-fuzz -j2 --target "${targets[@]}" >build-fuzz.log 2>&1 || { tail -40 build-fuzz.log; exit 1; }
+mkdir -p build-fuzz
+# Always (re)configure: a fuzz_*.cpp added since the last configure is a new target.
+cmake --preset fuzz >build-fuzz/build.log 2>&1 || { tail -40 build-fuzz/build.log; exit 1; }
+cmake --build build-fuzz -j2 --target "${targets[@]}" >>build-fuzz/build.log 2>&1 || { tail -40 build-fuzz/build.log; exit 1; }
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
