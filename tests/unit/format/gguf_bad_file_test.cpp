@@ -1,7 +1,9 @@
 // Malformed GGUF files (the list of llama.cpp's tests/test-gguf.cpp and
 // more): each must fail with one clean line naming the problem.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <random>
 
 #include "format/gguf.h"
@@ -140,6 +142,30 @@ TEST(GgufBadFile, ArraysAndValues) {
   append<uint32_t>(b, 0);
   append<uint64_t>(b, 0);
   expect_error(b, "key 'deep': arrays nested deeper than 8 levels");
+}
+
+TEST(GgufBadFile, TotalArrayElementsAreCapped) {
+  // Each element becomes a ~100-byte GgufValue, so 16 MiB of u8 would cost
+  // 1.6 GB: the reader refuses more than 2^24 elements before allocating.
+  std::vector<uint8_t> b = header(0, 1);
+  append_string(b, "big");
+  append<uint32_t>(b, 9);
+  append<uint32_t>(b, 0);  // u8
+  append<uint64_t>(b, (uint64_t{1} << 24) + 1);
+  b.resize(b.size() + (size_t{1} << 24) + 1);
+  expect_error(b, "key 'big': metadata arrays hold more than 16777216 elements in total");
+  EXPECT_EQ(GgufFile::parse(b).status().code(), ErrorCode::kResourceExhausted);
+}
+
+TEST(GgufBadFile, OpenPrefixesThePath) {
+  const std::string path = ::testing::TempDir() + "/agentkv_bad_" + std::to_string(getpid()) + ".gguf";
+  GgufWriter w = test::small_writer();
+  w.set_version(1);
+  ASSERT_TRUE(w.write(path).is_ok());
+  auto r = GgufFile::open(path);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(), path + ": unsupported GGUF version 1");
+  std::remove(path.c_str());
 }
 
 TEST(GgufBadFile, DuplicateKeyAndTensor) {
