@@ -17,7 +17,7 @@ fi
 if [ -z "${AGENTKV_QUICK:-}" ]; then
   echo "== asan+ubsan: unit suite"
   [ -f build-asan/CMakeCache.txt ] || cmake --preset asan >/dev/null
-  cmake --build build-asan -j2 >build-asan.log 2>&1 || { tail -40 build-asan.log; exit 1; }
+  cmake --build build-asan -j2 >build-asan/build.log 2>&1 || { tail -40 build-asan/build.log; exit 1; }
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j2 -LE slow
 
