@@ -1,7 +1,8 @@
 // The CPU implementation of backend_i: f32 kernels, one op per file
-// (matmul.cpp, rms_norm.cpp, rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp,
-// attention.cpp), parallelised over the backend's own ThreadPool. GEMM goes
-// to the library chosen by AGENTKV_GEMM (gemm.h).
+// (matmul.cpp, matmul_quant.cpp on packed GGUF weights, rms_norm.cpp,
+// rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp, attention.cpp), parallelised
+// over the backend's own ThreadPool. GEMM goes to the library chosen by
+// AGENTKV_GEMM (gemm.h).
 //
 // Not thread-safe: one caller at a time (the runner), like ThreadPool.
 #pragma once
@@ -29,6 +30,8 @@ class CpuBackend final : public backend_i {
   void rope(float* x, const int32_t* row_pos, int64_t rows, int32_t n_heads, int32_t head_dim,
             const RopeParams& p) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  bool supports_quant(uint32_t type) const override;  // matmul_quant.cpp
+  void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) override;
   void add(const float* x, float* y, int64_t n) override;
   void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                 int64_t rows) override;
