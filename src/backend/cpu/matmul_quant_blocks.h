@@ -13,7 +13,22 @@
 #include "backend/cpu/simd.h"
 #include "format/fp16.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace agentkv::cpu::quant {
+
+// A block's f16 scale. The F16C instruction converts every binary16 value
+// exactly, as fp16_to_f32 does, without its branches: a q4_1 block has two
+// scales per 32 weights, and the scalar conversion was a third of the work.
+inline float half(const uint8_t* p) {
+#if defined(__F16C__)
+  return _cvtsh_ss(load_u16(p));
+#else
+  return load_fp16(p);
+#endif
+}
 
 #if AGENTKV_AVX2
 // The 16 bytes of 4-bit pairs of a 32-element group as int32 lanes: low
@@ -66,13 +81,13 @@ inline void scale_offset(const int q[32], float d, float off, float w[32]) {
 struct Q8_0 {
   static constexpr int kElems = 32, kBytes = 34;
   static void decode(const uint8_t* b, int, float w[32]) {
-    const float d = load_fp16(b);
+    const float d = half(b);
     const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
     for (int j = 0; j < 32; ++j) w[j] = static_cast<float>(qs[j]) * d;
   }
 #if AGENTKV_AVX2
   static void decode(const uint8_t* b, int, __m256 w[4]) {
-    const __m256 d = _mm256_set1_ps(load_fp16(b));
+    const __m256 d = _mm256_set1_ps(half(b));
     for (int t = 0; t < 4; ++t) {
       const __m128i q8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * t));
       w[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), d);
@@ -87,7 +102,7 @@ struct Q4_0 {
   static constexpr int kElems = 32, kBytes = 18;
   template <typename W>
   static void decode(const uint8_t* b, int, W* w) {
-    const float d = load_fp16(b);
+    const float d = half(b);
     decode_q(b + 2, nullptr, d, -8.0f * d, w);
   }
   static void decode_q(const uint8_t* qs, const uint32_t* qh, float d, float off, float* w) {
@@ -110,7 +125,7 @@ struct Q4_1 {
   static constexpr int kElems = 32, kBytes = 20;
   template <typename W>
   static void decode(const uint8_t* b, int, W* w) {
-    Q4_0::decode_q(b + 4, nullptr, load_fp16(b), load_fp16(b + 2), w);
+    Q4_0::decode_q(b + 4, nullptr, half(b), half(b + 2), w);
   }
 };
 
@@ -119,7 +134,7 @@ struct Q5_0 {
   static constexpr int kElems = 32, kBytes = 22;
   template <typename W>
   static void decode(const uint8_t* b, int, W* w) {
-    const float d = load_fp16(b);
+    const float d = half(b);
     const uint32_t qh = load_u32(b + 2);
     Q4_0::decode_q(b + 6, &qh, d, -16.0f * d, w);
   }
@@ -131,7 +146,7 @@ struct Q5_1 {
   template <typename W>
   static void decode(const uint8_t* b, int, W* w) {
     const uint32_t qh = load_u32(b + 4);
-    Q4_0::decode_q(b + 8, &qh, load_fp16(b), load_fp16(b + 2), w);
+    Q4_0::decode_q(b + 8, &qh, half(b), half(b + 2), w);
   }
 };
 
@@ -151,8 +166,8 @@ struct Q4_K {
       scale = (sc[s + 4] & 0x0f) | ((sc[s - 4] >> 6) << 4);
       mn = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
     }
-    *d = load_fp16(b) * static_cast<float>(scale);
-    *off = -(load_fp16(b + 2) * static_cast<float>(mn));
+    *d = half(b) * static_cast<float>(scale);
+    *off = -(half(b + 2) * static_cast<float>(mn));
   }
   static void decode(const uint8_t* b, int s, float w[32]) {
     float d, off;
@@ -194,7 +209,7 @@ struct Q6_K {
   static Group group(const uint8_t* b, int s) {
     const int h = s / 4, g = s % 4;
     const auto* scales = reinterpret_cast<const int8_t*>(b + 192);
-    const float d = load_fp16(b + 208);
+    const float d = half(b + 208);
     return {b + 64 * h + 32 * (g % 2),
             b + 128 + 32 * h,
             4 * (g / 2),
