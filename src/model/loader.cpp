@@ -21,7 +21,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 class TensorLoader {
  public:
-  TensorLoader(const GgufFile& f, ThreadPool& pool) : f_(f), pool_(pool) {}
+  TensorLoader(const GgufFile& f, ThreadPool& pool, bool keep_packed)
+      : f_(f), pool_(pool), keep_packed_(keep_packed) {}
 
   // `shape` is row-major (outermost first), the reverse of ggml's ne order.
   Result<DenseTensor> create(const std::string& name, std::vector<int64_t> shape, bool required = true) {
@@ -64,12 +65,18 @@ class TensorLoader {
       }
     });
     if (!first_error.is_ok()) return first_error.with_context("tensor '" + name + "'");
+    if (keep_packed_ && t->ne.size() == 2 && t->type != GgmlType::kF32) {
+      out.packed.assign(bytes.begin(), bytes.begin() + row_bytes * rows);
+      out.packed_type = static_cast<uint32_t>(t->type);
+      out.packed_row_bytes = static_cast<int64_t>(row_bytes);
+    }
     return out;
   }
 
  private:
   const GgufFile& f_;
   ThreadPool& pool_;
+  bool keep_packed_;
 };
 
 }  // namespace
@@ -80,7 +87,7 @@ Result<std::shared_ptr<Model>> model_load(const GgufFile& file, const LoadOption
   AKV_ASSIGN_OR_RETURN(model->spec, model_spec_from_gguf(file));
   const ModelSpec& s = model->spec;
   ThreadPool pool(opts.n_threads);
-  TensorLoader L(file, pool);
+  TensorLoader L(file, pool, opts.keep_packed);
   Weights& w = model->w;
 
   AKV_ASSIGN_OR_RETURN(w.tok_embd, L.create(tn::kTokenEmbd, {s.n_vocab, s.d_model}));

@@ -15,6 +15,9 @@ namespace agentkv {
 struct LoadOptions {
   DType dtype = DType::kF32;
   int n_threads = 1;  // dequantization threads
+  // Keep the file's bytes of quantized matrices (DenseTensor::packed) for
+  // decode. Costs the file's size again in RAM.
+  bool keep_packed = true;
 };
 
 Result<std::shared_ptr<Model>> model_load(const GgufFile& file, const LoadOptions& opts);

@@ -5,6 +5,12 @@
 
 namespace agentkv {
 
+namespace {
+// Up to this many rows a matmul is memory-bound on the weights, so reading the
+// packed (quantized) copy wins; measured in docs/benchmarks.md.
+constexpr int64_t kPackedMaxRows = 4;
+}  // namespace
+
 Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage* kv)
     : model_(std::move(model)), backend_(backend), kv_(kv) {
   const ModelSpec& s = model_->spec;
@@ -13,6 +19,17 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
   rope_.freq_base = s.rope_freq_base;
   rope_.freq_scale = s.rope_freq_scale;
   rope_.freq_factors = model_->w.rope_freqs.empty() ? nullptr : model_->w.rope_freqs.f32();
+  packed_max_rows_ = kPackedMaxRows;
+}
+
+void Runner::linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n,
+                    bool accumulate) {
+  if (R <= packed_max_rows_ && !w.packed.empty() && backend_->supports_quant(w.packed_type)) {
+    QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
+    backend_->matmul_quant(x, q, y, R, accumulate);
+  } else {
+    backend_->matmul(x, w.f32(), y, R, k, n, accumulate);
+  }
 }
 
 Status Runner::validate(const Step& step) const {
@@ -100,7 +117,7 @@ Status Runner::execute(const Step& step, std::vector<float>* logits) {
   logits->resize(int64_t{n_out} * s.n_vocab);
   if (n_out == 0) return Status::ok();
   backend_->rms_norm(x_.data(), model_->w.output_norm.f32(), h_.data(), n_out, s.d_model, s.norm_eps);
-  backend_->matmul(h_.data(), model_->output_weight().f32(), logits->data(), n_out, s.d_model, s.n_vocab);
+  linear(h_.data(), model_->output_weight(), logits->data(), n_out, s.d_model, s.n_vocab);
   return Status::ok();
 }
 
@@ -112,9 +129,9 @@ void Runner::layer_forward(int layer, int64_t R, const AttentionPlan& plan) {
 
   // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
   be.rms_norm(x_.data(), w.attn_norm.f32(), h_.data(), R, s.d_model, s.norm_eps);
-  be.matmul(h_.data(), w.wq.f32(), q_.data(), R, s.d_model, qd);
-  be.matmul(h_.data(), w.wk.f32(), k_.data(), R, s.d_model, kvd);
-  be.matmul(h_.data(), w.wv.f32(), v_.data(), R, s.d_model, kvd);
+  linear(h_.data(), w.wq, q_.data(), R, s.d_model, qd);
+  linear(h_.data(), w.wk, k_.data(), R, s.d_model, kvd);
+  linear(h_.data(), w.wv, v_.data(), R, s.d_model, kvd);
   if (!w.bq.empty()) {
     for (int64_t r = 0; r < R; ++r) {
       be.add(w.bq.f32(), &q_[r * qd], qd);
@@ -131,14 +148,14 @@ void Runner::layer_forward(int layer, int64_t R, const AttentionPlan& plan) {
   KvLayerView kv = kv_->layer_view(layer);
   be.kv_write(kv, k_.data(), v_.data(), slots_.data(), R);
   be.attention(plan, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
-  be.matmul(att_.data(), w.wo.f32(), x_.data(), R, qd, s.d_model, /*accumulate=*/true);
+  linear(att_.data(), w.wo, x_.data(), R, qd, s.d_model, /*accumulate=*/true);
 
   // Feed-forward block: x += W_down · (silu(W_gate h) * W_up h), h = norm(x).
   be.rms_norm(x_.data(), w.ffn_norm.f32(), h_.data(), R, s.d_model, s.norm_eps);
-  be.matmul(h_.data(), w.w_gate.f32(), gate_.data(), R, s.d_model, s.ffn_dim);
-  be.matmul(h_.data(), w.w_up.f32(), up_.data(), R, s.d_model, s.ffn_dim);
+  linear(h_.data(), w.w_gate, gate_.data(), R, s.d_model, s.ffn_dim);
+  linear(h_.data(), w.w_up, up_.data(), R, s.d_model, s.ffn_dim);
   be.swiglu(gate_.data(), up_.data(), gate_.data(), R * s.ffn_dim);
-  be.matmul(gate_.data(), w.w_down.f32(), x_.data(), R, s.ffn_dim, s.d_model, /*accumulate=*/true);
+  linear(gate_.data(), w.w_down, x_.data(), R, s.ffn_dim, s.d_model, /*accumulate=*/true);
 }
 
 }  // namespace agentkv

@@ -28,12 +28,15 @@ class Runner {
 
  private:
   Status validate(const Step& step) const;
+  // y[R, n] = x[R, k] · w^T (+ y): packed weights for decode-sized steps.
+  void linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n, bool accumulate = false);
   void layer_forward(int layer, int64_t n_rows, const AttentionPlan& plan);
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
   KvStorage* kv_;
   RopeParams rope_;
+  int64_t packed_max_rows_;  // steps with at most this many rows use packed weights
 
   // Scratch, grown to the largest step seen. Shapes for R rows:
   std::vector<float> x_;      // (R, d_model) residual stream

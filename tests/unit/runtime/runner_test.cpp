@@ -146,6 +146,22 @@ TEST_P(RunnerArch, BatchedSequencesMatchEachAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, RunnerArch, ::testing::Values("llama", "mistral", "qwen2", "qwen3"));
 
+// Decode-sized steps read the packed (quantized) weights, prefill the f32
+// copies: both must give the same logits for a quantized model.
+TEST(Runner, PackedDecodeMatchesDequantizedPrefill) {
+  SynthModelConfig c;
+  c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 96, c.seed = 3, c.init_std = 0.08f;
+  c.type = GgmlType::kQ8_0;
+  std::string path = testing::write_synth_model(c);
+  Rig r = make_rig(path, 16, 16);
+  ASSERT_FALSE(r.model->w.layers[0].wq.packed.empty());
+  auto toks = tokens(30, 4);
+  auto prefill = run_sequence(r, toks, 512);  // 30 rows: f32 GEMM, then the last row's logits
+  auto decode = run_sequence(r, toks, 1);     // 1 row per step: packed weights throughout
+  EXPECT_LT(max_rel_diff(decode, prefill), 1e-5);
+  std::remove(path.c_str());
+}
+
 TEST(Runner, RejectsBadSteps) {
   SynthModelConfig c;
   std::string path = testing::write_synth_model(c);
