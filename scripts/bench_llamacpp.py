@@ -15,6 +15,8 @@ all cached positions), so every run starts from an empty context.
 Setup: scripts/setup_bench.sh (installs llama-cpp-python into .venv-bench).
   .venv-bench/bin/python scripts/bench_llamacpp.py [-m MODEL] [--threads 1,2]
       [--prompt-lens 512] [--decode-ctx 512] [--decode-tokens 128] [--reps 3]
+  .venv-bench/bin/python scripts/bench_llamacpp.py --dump-logits OUT.f32 --tokens 1,2,3
+      (llama.cpp's logits, to compare with tools/reference/llama_ref.py --compare OUT.f32)
 """
 import argparse
 import os
@@ -43,10 +45,24 @@ def main():
     ap.add_argument("--batch", type=int, default=512, help="n_batch and n_ubatch")
     ap.add_argument("--flash-attn", action="store_true")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--dump-logits", metavar="OUT",
+                    help="no benchmark: write llama.cpp's final-position logits of --tokens to OUT "
+                         "(raw f32 LE), for tools/reference/llama_ref.py --compare")
+    ap.add_argument("--tokens", help="comma-separated token ids (with --dump-logits)")
     args = ap.parse_args()
 
     import llama_cpp
     from llama_cpp import Llama
+
+    if args.dump_logits:
+        ids = ints(args.tokens or "")
+        if not ids:
+            ap.error("--dump-logits needs --tokens")
+        llm = Llama(model_path=args.model, n_ctx=(len(ids) + 255) // 256 * 256, n_batch=args.batch,
+                    n_ubatch=args.batch, n_threads=1, logits_all=True, verbose=False)
+        llm.eval(ids)
+        np.asarray(llm.scores[len(ids) - 1], dtype="<f4").tofile(args.dump_logits)
+        return 0
 
     n_ctx = max(max(args.prompt_lens), args.decode_ctx + args.decode_tokens)
     n_ctx = (n_ctx + 255) // 256 * 256

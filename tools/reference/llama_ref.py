@@ -292,6 +292,22 @@ def encode(tokenizer, text):
     return tokenizer.encode(text, add_special_tokens=False).ids
 
 
+def compare_logits(ref, other):
+    """One line: max abs / relative error, top-1 and top-5 agreement, KL(ref || other)."""
+    ref = np.asarray(ref, dtype=np.float64)
+    other = np.asarray(other, dtype=np.float64)
+    if other.shape != ref.shape:
+        return f"shape mismatch: {other.shape} vs reference {ref.shape}"
+    abs_err = float(np.max(np.abs(other - ref)))
+    lp = ref - ref.max() - np.log(np.sum(np.exp(ref - ref.max())))
+    lq = other - other.max() - np.log(np.sum(np.exp(other - other.max())))
+    kl = float(np.sum(np.exp(lp) * (lp - lq)))
+    top5 = set(np.argsort(-ref)[:5]) == set(np.argsort(-other)[:5])
+    return (f"max abs err {abs_err:.3e}, max rel err {abs_err / np.max(np.abs(ref)):.3e}, "
+            f"top-1 ref {int(np.argmax(ref))} other {int(np.argmax(other))}, "
+            f"same top-5 set {top5}, KL(ref||other) {kl:.3e}")
+
+
 def _write_logits(path, logits):
     if path.endswith(".npy"):
         np.save(path, logits)
@@ -311,6 +327,8 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--generate", type=int, default=0, help="greedy-decode N tokens and print them")
     ap.add_argument("--print-tokens", action="store_true")
+    ap.add_argument("--compare", metavar="FILE",
+                    help="raw f32 final-position logits of another implementation: print the differences")
     args = ap.parse_args(argv)
 
     t0 = time.time()
@@ -333,6 +351,8 @@ def main(argv=None):
           f"top-1 {int(np.argmax(last))}", file=sys.stderr)
     if args.out:
         _write_logits(args.out, logits)
+    if args.compare:
+        print(compare_logits(last, np.fromfile(args.compare, dtype="<f4")))
     if args.generate:
         if tokenizer is None:
             tokenizer = make_tokenizer(model.reader)
