@@ -21,6 +21,7 @@ struct LogitsArgs {
   std::string prompt;
   std::string out;
   int top = 5;
+  int decode_from = -1;
 };
 
 void run(const LogitsArgs& a) {
@@ -45,7 +46,13 @@ void run(const LogitsArgs& a) {
   if (ids.empty()) return fail(make_error(ErrorCode::kInvalidArgument, "no tokens: give --tokens, --tokens-file or --prompt"));
   auto seq = (*eng)->new_sequence();
   std::vector<float> logits;
-  if (Status st = seq->append(ids, &logits); !st.is_ok()) return fail(st);
+  // --decode-from K: prefill the first K ids in one go, then the rest one
+  // token per step through the KV cache, as decoding does.
+  const size_t split = a.decode_from < 0 ? ids.size() : std::min<size_t>(std::max(a.decode_from, 1), ids.size());
+  if (Status st = seq->append({ids.data(), split}, &logits); !st.is_ok()) return fail(st);
+  for (size_t i = split; i < ids.size(); ++i) {
+    if (Status st = seq->append({&ids[i], 1}, &logits); !st.is_ok()) return fail(st);
+  }
   if (!a.out.empty()) {
     std::ofstream f(a.out, std::ios::binary);
     f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
@@ -74,6 +81,8 @@ void register_logits(CLI::App& app) {
   cmd->add_option("-p,--prompt", a->prompt, "text to tokenize (special tokens parsed) instead of ids");
   cmd->add_option("-o,--out", a->out, "write the logits as raw little-endian float32 (n_vocab values)");
   cmd->add_option("--top", a->top, "how many top tokens to print")->capture_default_str();
+  cmd->add_option("--decode-from", a->decode_from,
+                  "prefill the first K ids, then feed the rest one token per step (exercises the KV cache)");
   cmd->callback([a] { run(*a); });
 }
 

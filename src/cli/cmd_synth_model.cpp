@@ -8,12 +8,19 @@
 namespace agentkv::cli {
 
 namespace {
+SynthModelConfig zeroed() {
+  SynthModelConfig c;
+  c.n_layers = c.d_model = c.n_heads = c.n_kv_heads = c.ffn_dim = 0;
+  c.init_std = 0;
+  return c;
+}
+
 struct SynthArgs {
   std::string preset = "tiny";
   std::string out;
   std::string vocab_from = default_model_path();
   std::string type = "f32";
-  SynthModelConfig over;  // fields set by flags override the preset when non-zero
+  SynthModelConfig over = zeroed();  // fields set by flags override the preset when non-zero
   std::string arch;
   int untied = -1;
   uint64_t seed = 1;
@@ -33,6 +40,7 @@ void run(const SynthArgs& a) {
   if (a.over.n_vocab > 0) c.n_vocab = a.over.n_vocab;
   if (a.untied == 1) c.tied_embeddings = false;
   c.seed = a.seed;
+  if (a.over.init_std > 0) c.init_std = a.over.init_std;
   if (a.type == "f32") c.type = GgmlType::kF32;
   else if (a.type == "f16") c.type = GgmlType::kF16;
   else if (a.type == "q8_0") c.type = GgmlType::kQ8_0;
@@ -62,6 +70,7 @@ void register_synth_model(CLI::App& app) {
   cmd->add_option("--type", a->type, "matrix type: f32, f16 or q8_0")->capture_default_str();
   cmd->add_flag("--untied{1}", a->untied, "separate output matrix instead of tied embeddings");
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+  cmd->add_option("--init-std", a->over.init_std, "standard deviation of the random matrices (default 0.02)");
   cmd->callback([a] { run(*a); });
 }
 

@@ -1,66 +1,11 @@
 #include "model/synth_model.h"
 
+#include "format/quantize.h"
+
 #include <cmath>
-#include <cstring>
 #include <random>
 
 namespace agentkv {
-
-namespace {
-
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t mant = x & 0x7fffff;
-  if (exp <= 0) {  // subnormal or zero in half precision
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000;
-    const int shift = 14 - exp;
-    uint32_t half = mant >> shift;
-    if ((mant >> (shift - 1)) & 1) ++half;  // round half up
-    return static_cast<uint16_t>(sign | half);
-  }
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
-  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  if (mant & 0x1000) ++half;  // round to nearest (ties away), may carry into the exponent correctly
-  return static_cast<uint16_t>(half);
-}
-
-// Encodes rows of f32 values in `type` (f32, f16 or q8_0).
-Result<std::vector<uint8_t>> encode(GgmlType type, const std::vector<float>& v) {
-  std::vector<uint8_t> out;
-  if (type == GgmlType::kF32) {
-    out.resize(v.size() * 4);
-    std::memcpy(out.data(), v.data(), out.size());
-  } else if (type == GgmlType::kF16) {
-    out.resize(v.size() * 2);
-    for (size_t i = 0; i < v.size(); ++i) {
-      uint16_t h = f32_to_f16(v[i]);
-      std::memcpy(&out[2 * i], &h, 2);
-    }
-  } else if (type == GgmlType::kQ8_0) {  // blocks of 32: f16 scale d, 32 x int8 q, x = d * q
-    if (v.size() % 32) return make_error(ErrorCode::kInvalidArgument, "q8_0 needs rows that are multiples of 32");
-    out.resize(v.size() / 32 * 34);
-    for (size_t b = 0; b < v.size() / 32; ++b) {
-      float amax = 0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[b * 32 + j]));
-      const float d = amax / 127.0f;
-      const float id = d > 0 ? 1.0f / d : 0.0f;
-      uint16_t dh = f32_to_f16(d);
-      std::memcpy(&out[b * 34], &dh, 2);
-      for (int j = 0; j < 32; ++j) {
-        out[b * 34 + 2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(v[b * 32 + j] * id)));
-      }
-    }
-  } else {
-    return make_error(ErrorCode::kUnsupported, "synth-model writes f32, f16 or q8_0 only");
-  }
-  return out;
-}
-
-}  // namespace
 
 Result<SynthModelConfig> synth_model_preset(const std::string& name) {
   SynthModelConfig c;
@@ -120,7 +65,7 @@ Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, 
     if (!err.is_ok()) return;
     std::vector<float> v(rows * cols);
     for (auto& x : v) x = normal(rng);
-    auto enc = encode(type, v);
+    auto enc = quantize_values(type, v.data(), static_cast<int64_t>(v.size()));
     if (!enc.is_ok()) {
       err = enc.status().with_context(name);
       return;
