@@ -18,6 +18,10 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV"
   "$PY" -m venv "$VENV"
 fi
+if ! "$VENV/bin/python" -c "import matplotlib" 2>/dev/null; then
+  say "installing matplotlib (plots in docs/benchmarks.md)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check matplotlib
+fi
 if "$VENV/bin/python" -c "import llama_cpp, numpy" 2>/dev/null; then
   say "llama_cpp $("$VENV/bin/python" -c 'import llama_cpp; print(llama_cpp.__version__)') already installed"
   exit 0

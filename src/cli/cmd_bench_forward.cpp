@@ -61,6 +61,11 @@ void run(const BenchArgs& a) {
     std::fprintf(stderr, "\r[bench] %3d/%d  %-8s %5d tokens, %d thread(s)   ", ++done, total, what, n, threads);
     std::fflush(stderr);
   };
+  // One untimed warm-up per engine: first touch of weights and scratch buffers.
+  for (auto& e : engines) {
+    auto seq = e->new_sequence();
+    if (Status st = seq->append(random_tokens(a.prompt_lens[0], n_vocab, 1), &logits); !st.is_ok()) return fail(st);
+  }
   for (int rep = 0; rep < a.reps; ++rep) {
     for (size_t e = 0; e < engines.size(); ++e) {
       for (size_t i = 0; i < a.prompt_lens.size(); ++i) {
