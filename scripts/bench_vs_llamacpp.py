@@ -69,7 +69,7 @@ def main():
     print(file=sys.stderr)
     load1 = os.getloadavg()
 
-    keys = sorted(res["agentkv"], key=lambda k: (not k[0].startswith("prefill"), k[0], k[1]))
+    keys = sorted(res["agentkv"], key=lambda k: (not k[0].startswith("prefill"), int(re.findall(r"\d+", k[0])[0]), k[1]))
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"model: {os.path.relpath(a.model, ROOT)}; {a.rounds} interleaved rounds; load average "
           f"{load0[0]:.2f} before, {load1[0]:.2f} after\n")

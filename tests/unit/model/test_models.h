@@ -16,7 +16,7 @@ namespace agentkv::testing {
 inline GgufWriter tiny_vocab_writer(int n_tokens = 300) {
   GgufWriter w;
   std::vector<std::string> toks;
-  for (int i = 0; i < n_tokens; ++i) toks.push_back("t" + std::to_string(i));
+  for (int i = 0; i < n_tokens; ++i) toks.push_back(std::string("t").append(std::to_string(i)));
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", "default");
   w.add_string_array("tokenizer.ggml.tokens", toks);
