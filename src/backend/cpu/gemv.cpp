@@ -1,6 +1,6 @@
 // Single-row product for decode. BLAS sgemm with m = 1 packs w for a reuse
 // that never comes; a plain streaming dot product per output is memory-bound
-// and needs no packing (docs/benchmarks_gemm.md has the comparison).
+// and needs no packing (docs/benchmarks.md, "GEMM library choice" has the comparison).
 #include <algorithm>
 
 #include "backend/cpu/gemm.h"

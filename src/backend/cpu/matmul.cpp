@@ -10,12 +10,12 @@ namespace agentkv {
 // thread over a slice of output columns (rows of w). The libraries' own
 // threads (OpenMP for oneDNN, pthreads for OpenBLAS) spin after each call and
 // collapse when they compete with the pool or other processes for few cores;
-// docs/benchmarks_gemm.md has the numbers behind this choice and the GEMV
+// docs/benchmarks.md, "GEMM library choice" has the numbers behind this choice and the GEMV
 // path for few rows.
 namespace {
 // Up to this many rows (a decode step of a few sequences), streaming w once
 // through the GEMV beats the libraries' packing GEMM; from 8 rows on oneDNN
-// wins on the layer shapes (docs/benchmarks_gemm.md, "Few rows").
+// wins on the layer shapes (docs/benchmarks.md, "GEMM library choice", "Few rows").
 constexpr int64_t kGemvMaxRows = 4;
 }  // namespace
 
