@@ -1,31 +1,111 @@
 #include "kv/block_pool.h"
 
 #include <cassert>
+#include <utility>
 
 namespace agentkv {
 
-BlockPool::BlockPool(int32_t n_blocks) : ref_(n_blocks, 0) {
+BlockPool::BlockPool(int32_t n_blocks) : meta_(n_blocks), index_(n_blocks) {
   free_.reserve(n_blocks);
   for (int32_t i = n_blocks - 1; i >= 0; --i) free_.push_back(i);
 }
 
 Result<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
-  if (n < 0 || n > n_free()) {
-    return make_error(ErrorCode::kResourceExhausted, "KV cache exhausted: need ", n, " blocks, ", n_free(),
-                      " free of ", n_blocks());
+  if (n < 0 || n > n_available()) {
+    return make_error(ErrorCode::kResourceExhausted, "KV cache exhausted: need ", n, " blocks, ",
+                      n_available(), " free of ", n_blocks());
   }
-  std::vector<int32_t> out(free_.end() - n, free_.end());
-  free_.resize(free_.size() - n);
-  for (int32_t b : out) ref_[b] = 1;
+  std::vector<int32_t> out;
+  out.reserve(n);
+  while (static_cast<int32_t>(out.size()) < n) {
+    int32_t b;
+    if (!free_.empty()) {
+      b = free_.back();
+      free_.pop_back();
+    } else {
+      b = lru_head_;
+      lru_remove(b);
+      index_.erase(b);
+    }
+    BlockMeta& m = meta_[b];
+    assert(m.ref == 0);
+    m.ref = 1;
+    ++m.generation;
+    out.push_back(b);
+  }
   return out;
 }
 
 void BlockPool::release(const std::vector<int32_t>& blocks) {
   for (int32_t b : blocks) {
-    assert(b >= 0 && b < n_blocks() && ref_[b] == 1);
-    ref_[b] = 0;
-    free_.push_back(b);
+    assert(b >= 0 && b < n_blocks() && meta_[b].ref > 0);
+    if (--meta_[b].ref > 0) continue;
+    if (index_.contains(b)) {
+      lru_push_back(b);
+    } else {
+      free_.push_back(b);
+    }
   }
+}
+
+void BlockPool::touch(int32_t block) {
+  BlockMeta& m = meta_[block];
+  if (m.ref == 0) {
+    assert(m.in_lru && "touch of a free block");
+    lru_remove(block);
+  }
+  ++m.ref;
+}
+
+bool BlockPool::cache(int32_t block, BlockKey key) {
+  assert(meta_[block].ref > 0);
+  return index_.insert(block, std::move(key));
+}
+
+void BlockPool::uncache(int32_t block) {
+  index_.erase(block);
+  if (meta_[block].in_lru) {
+    lru_remove(block);
+    free_.push_back(block);
+  }
+}
+
+std::vector<int32_t> BlockPool::lru_order() const {
+  std::vector<int32_t> out;
+  for (int32_t b = lru_head_; b != -1; b = meta_[b].lru_next) out.push_back(b);
+  return out;
+}
+
+void BlockPool::lru_push_back(int32_t b) {
+  BlockMeta& m = meta_[b];
+  m.lru_prev = lru_tail_;
+  m.lru_next = -1;
+  m.in_lru = true;
+  if (lru_tail_ != -1) {
+    meta_[lru_tail_].lru_next = b;
+  } else {
+    lru_head_ = b;
+  }
+  lru_tail_ = b;
+  ++n_cached_;
+}
+
+void BlockPool::lru_remove(int32_t b) {
+  BlockMeta& m = meta_[b];
+  assert(m.in_lru);
+  if (m.lru_prev != -1) {
+    meta_[m.lru_prev].lru_next = m.lru_next;
+  } else {
+    lru_head_ = m.lru_next;
+  }
+  if (m.lru_next != -1) {
+    meta_[m.lru_next].lru_prev = m.lru_prev;
+  } else {
+    lru_tail_ = m.lru_prev;
+  }
+  m.lru_prev = m.lru_next = -1;
+  m.in_lru = false;
+  --n_cached_;
 }
 
 }  // namespace agentkv

@@ -1,30 +1,83 @@
-// Bookkeeping of KV blocks: which block ids are free. Pure ids and counts,
-// never tensors (nano-vllm's block manager). Reference counts, the LRU of
-// cached blocks and the prefix index come with the KV store.
+// Bookkeeping of KV blocks: ids, reference counts, the LRU of cached blocks
+// and the prefix index over them. Never tensors (nano-vllm's block manager,
+// vLLM v1's block_pool).
+//
+// Every block is in exactly one state:
+//   used   ref > 0                      (some sequence holds it)
+//   cached ref == 0, in the prefix index (findable; on the LRU, evictable)
+//   free   ref == 0, not indexed        (never-used or forgotten content)
+// allocate() takes free blocks first and only then evicts the least recently
+// released cached block, so cached KV lives as long as memory allows.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "kv/prefix_index.h"
 #include "util/status.h"
 
 namespace agentkv {
+
+// Per-block state. Components a scheme attaches to a block later (an LR cache
+// for LRAgent, a hidden-state snapshot, per-token statistics) go here as
+// handles, so they live and die with the block.
+struct BlockMeta {
+  int32_t ref = 0;
+  uint32_t generation = 0;  // bumped at each allocate: stale BlockRefs stop matching
+  int32_t lru_prev = -1;    // intrusive LRU links (only while cached)
+  int32_t lru_next = -1;
+  bool in_lru = false;
+};
 
 class BlockPool {
  public:
   explicit BlockPool(int32_t n_blocks);
 
-  int32_t n_blocks() const { return static_cast<int32_t>(ref_.size()); }
+  int32_t n_blocks() const { return static_cast<int32_t>(meta_.size()); }
   int32_t n_free() const { return static_cast<int32_t>(free_.size()); }
+  int32_t n_cached() const { return n_cached_; }
+  int32_t n_used() const { return n_blocks() - n_free() - n_cached(); }
+  // Blocks allocate() can hand out: free ones plus evictable cached ones.
+  int32_t n_available() const { return n_free() + n_cached(); }
 
-  // Takes n free blocks, or fails with kResourceExhausted leaving the pool unchanged.
+  // Takes n blocks with ref 1, free ones first, then evicting cached blocks
+  // LRU-first (their index entries go). Fails with kResourceExhausted and
+  // changes nothing when fewer than n are available.
   Result<std::vector<int32_t>> allocate(int32_t n);
-  // Returns blocks taken with allocate.
+  // Drops one reference per listed block. A block reaching 0 goes to the LRU
+  // tail if it is indexed (stays findable), else back to the free list.
   void release(const std::vector<int32_t>& blocks);
+  // A prefix hit: one more reference; a cached block leaves the LRU (O(1)).
+  void touch(int32_t block);
+
+  // Prefix index over the pool. cache() registers a held (ref > 0) block;
+  // false if its hash is taken (see PrefixIndex::insert).
+  bool cache(int32_t block, BlockKey key);
+  int32_t find_cached(const BlockKey& key) const { return index_.find(key); }
+  // Forgets a block's content: out of the index, and off the LRU onto the
+  // free list if unreferenced.
+  void uncache(int32_t block);
+  const PrefixIndex& index() const { return index_; }
+
+  const BlockMeta& meta(int32_t block) const { return meta_[block]; }
+  BlockRef ref_of(int32_t block) const { return {block, meta_[block].generation}; }
+  // True while `r` still names the same life of its block.
+  bool is_current(BlockRef r) const {
+    return r.id >= 0 && r.id < n_blocks() && meta_[r.id].generation == r.generation;
+  }
+  // Cached blocks from the next to be evicted to the last; for tests and stats. O(n).
+  std::vector<int32_t> lru_order() const;
 
  private:
+  void lru_push_back(int32_t b);
+  void lru_remove(int32_t b);
+
+  std::vector<BlockMeta> meta_;
   std::vector<int32_t> free_;  // stack of free ids, lowest id on top
-  std::vector<uint8_t> ref_;   // 1 while allocated
+  int32_t lru_head_ = -1;      // next to evict
+  int32_t lru_tail_ = -1;      // most recently released
+  int32_t n_cached_ = 0;
+  PrefixIndex index_;
 };
 
 }  // namespace agentkv

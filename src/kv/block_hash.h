@@ -1,0 +1,42 @@
+// Chained hashes of FULL KV blocks: H(parent hash, token ids, extra keys).
+// The extra keys say who produced the KV (lineage) and who may see it
+// (namespace). They are typed and length-prefixed, so two different key sets
+// never serialise to the same bytes: untyped concatenation let a LoRA name
+// alias a cache salt in vLLM/SGLang/LMCache (STYLE.md).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace agentkv {
+
+// Tag byte of each extra key in the serialised form. Values are part of the
+// hash: never renumber, only append.
+enum class ExtraKeyKind : uint8_t {
+  kLineage = 1,    // "" = base model; else the adapter's (or shared-A group's) content hash
+  kTenant = 2,     // namespace, part 1
+  kCacheSalt = 3,  // namespace, part 2 (OpenAI-style cache_salt)
+};
+
+struct ExtraKeys {
+  std::string lineage;
+  std::string tenant;
+  std::string cache_salt;
+
+  // tag(1) | length(u32 little-endian) | bytes, for every key in kind order.
+  // Every key is written even when empty, so presence cannot alias either.
+  std::string serialize() const;
+
+  bool operator==(const ExtraKeys&) const = default;
+};
+
+// Hash of one full block. `extra` is ExtraKeys::serialize() (computed once per
+// request, not once per block). The parent of the first block is kRootHash.
+using BlockHashFn = uint64_t (*)(uint64_t parent, std::span<const int32_t> tokens, std::string_view extra);
+
+inline constexpr uint64_t kRootHash = 0;
+
+uint64_t hash_block(uint64_t parent, std::span<const int32_t> tokens, std::string_view extra);
+
+}  // namespace agentkv

@@ -1,0 +1,160 @@
+#include "kv/kv_manager.h"
+
+#include <algorithm>
+
+namespace agentkv {
+
+const std::vector<int32_t> KvManager::kEmpty;
+
+KvManager::KvManager(int32_t n_blocks, int32_t block_size, BlockHashFn hash)
+    : block_size_(block_size), hash_(hash), pool_(n_blocks) {}
+
+template <typename KeysAt>
+KvBlocks KvManager::lookup(std::span<const int32_t> tokens, KeysAt keys_at) const {
+  KvBlocks out;
+  out.block_size_ = block_size_;
+  if (tokens.empty()) return out;
+  // Full blocks only, and never the last token: its logits must be computed.
+  const size_t n_max = (tokens.size() - 1) / block_size_;
+  BlockKey key;
+  for (size_t i = 0; i < n_max; ++i) {
+    key.tokens.assign(tokens.begin() + i * block_size_, tokens.begin() + (i + 1) * block_size_);
+    key.extra = keys_at(i);
+    key.hash = hash_(out.last_hash_, key.tokens, key.extra);
+    key.parent = out.blocks_.empty() ? BlockRef{} : out.blocks_.back();
+    const int32_t b = pool_.find_cached(key);
+    if (b < 0) break;
+    out.blocks_.push_back(pool_.ref_of(b));
+    out.last_hash_ = key.hash;
+  }
+  return out;
+}
+
+KvBlocks KvManager::get_computed_blocks(std::span<const int32_t> tokens, const ExtraKeys& keys) const {
+  const std::string extra = keys.serialize();
+  return lookup(tokens, [&](size_t) -> const std::string& { return extra; });
+}
+
+KvBlocks KvManager::get_computed_blocks_per_block(std::span<const int32_t> tokens,
+                                                  std::span<const ExtraKeys> keys) const {
+  if (keys.empty()) return get_computed_blocks(tokens, ExtraKeys{});
+  return lookup(tokens, [&](size_t i) { return keys[std::min(i, keys.size() - 1)].serialize(); });
+}
+
+Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlocks& computed) {
+  if (n_new_tokens < 0) return make_error(ErrorCode::kInvalidArgument, "negative token count ", n_new_tokens);
+  auto it = reqs_.find(id);
+  const bool is_new = it == reqs_.end();
+  if (!computed.empty()) {
+    if (!is_new) {
+      return make_error(ErrorCode::kInvalidArgument, "request ", id, " already holds blocks; a cached prefix is "
+                        "adopted only by its first allocate_slots");
+    }
+    if (computed.block_size_ != block_size_) {
+      return make_error(ErrorCode::kInvalidArgument, "KvBlocks from a manager with another block size");
+    }
+    for (const BlockRef& r : computed.blocks_) {
+      if (!pool_.is_current(r) || !pool_.index().contains(r.id)) {
+        return make_error(ErrorCode::kInvalidArgument, "stale KvBlocks handle for request ", id,
+                          ": block ", r.id, " was evicted since the lookup");
+      }
+    }
+  }
+  const int64_t held_tokens = is_new ? int64_t{computed.n_tokens()} : int64_t{it->second.n_slots};
+  const int64_t held_blocks = is_new ? computed.n_blocks() : static_cast<int64_t>(it->second.blocks.size());
+  const int64_t end = held_tokens + n_new_tokens;
+  const int64_t need = std::max<int64_t>(0, (end + block_size_ - 1) / block_size_ - held_blocks);
+  // Adopted blocks that sit on the LRU stop being available once pinned.
+  int64_t pinned_from_lru = 0;
+  for (const BlockRef& r : computed.blocks_) pinned_from_lru += pool_.meta(r.id).ref == 0;
+  if (need + pinned_from_lru > pool_.n_available()) {
+    return make_error(ErrorCode::kResourceExhausted, "KV cache exhausted: need ", need + pinned_from_lru,
+                      " blocks, ", pool_.n_available(), " free of ", pool_.n_blocks());
+  }
+  // Pin the hits first so the allocation below cannot evict them.
+  Request* req;
+  if (is_new) {
+    req = &reqs_[id];
+    for (const BlockRef& r : computed.blocks_) {
+      pool_.touch(r.id);
+      req->blocks.push_back(r.id);
+    }
+    req->n_committed = computed.n_blocks();
+    req->n_slots = computed.n_tokens();
+    if (!computed.empty()) req->last_canonical = computed.blocks_.back();
+    req->last_hash = computed.last_hash_;
+  } else {
+    req = &it->second;
+  }
+  auto fresh = pool_.allocate(static_cast<int32_t>(need));
+  if (!fresh.is_ok()) return fresh.status();  // unreachable: checked above
+  req->blocks.insert(req->blocks.end(), fresh->begin(), fresh->end());
+  req->n_slots = static_cast<int32_t>(end);
+  return Status::ok();
+}
+
+void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  Request& req = it->second;
+  const int32_t n_full = static_cast<int32_t>(
+      std::min<size_t>({tokens.size() / block_size_, req.blocks.size(), static_cast<size_t>(req.n_slots) / block_size_}));
+  if (req.chain_broken || req.n_committed >= n_full) return;
+  BlockKey key;
+  key.extra = keys.serialize();
+  for (int32_t i = req.n_committed; i < n_full; ++i) {
+    key.tokens.assign(tokens.begin() + static_cast<size_t>(i) * block_size_,
+                      tokens.begin() + static_cast<size_t>(i + 1) * block_size_);
+    key.hash = hash_(req.last_hash, key.tokens, key.extra);
+    key.parent = req.last_canonical;
+    const int32_t mine = req.blocks[i];
+    BlockRef canonical;
+    const int32_t existing = pool_.find_cached(key);
+    if (existing == mine || (existing >= 0 && pool_.meta(existing).ref > 0)) {
+      canonical = pool_.ref_of(existing);  // the same content, held: share its identity
+    } else {
+      // An unreferenced duplicate gives way to our held block; so does an
+      // entry whose parent is gone (no lookup can reach it any more).
+      const int32_t holder = existing >= 0 ? existing : pool_.index().holder(key.hash);
+      if (holder >= 0 && (holder == existing || is_dead(*pool_.index().key_of(holder)))) pool_.uncache(holder);
+      if (!pool_.cache(mine, key)) {
+        // A true collision: this content cannot be indexed, nor can anything
+        // after it (a child is found only through an indexed parent).
+        req.chain_broken = true;
+        return;
+      }
+      canonical = pool_.ref_of(mine);
+    }
+    req.last_canonical = canonical;
+    req.last_hash = key.hash;
+    req.n_committed = i + 1;
+  }
+}
+
+bool KvManager::is_dead(const BlockKey& key) const {
+  return key.parent.id >= 0 && (!pool_.is_current(key.parent) || !pool_.index().contains(key.parent.id));
+}
+
+void KvManager::free(RequestId id) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  std::vector<int32_t> reversed(it->second.blocks.rbegin(), it->second.blocks.rend());
+  pool_.release(reversed);
+  reqs_.erase(it);
+}
+
+const std::vector<int32_t>& KvManager::block_table(RequestId id) const {
+  auto it = reqs_.find(id);
+  return it == reqs_.end() ? kEmpty : it->second.blocks;
+}
+
+int32_t KvManager::num_slots(RequestId id) const {
+  auto it = reqs_.find(id);
+  return it == reqs_.end() ? 0 : it->second.n_slots;
+}
+
+KvUsage KvManager::usage() const {
+  return {pool_.n_used(), pool_.n_cached(), pool_.n_free(), pool_.n_blocks()};
+}
+
+}  // namespace agentkv

@@ -1,0 +1,117 @@
+// The KV facade the scheduler talks to (vLLM v1's KVCacheManager): prefix
+// lookups, slot allocation, registration of filled blocks and release, per
+// request. The scheduler sees block ids only through block_table(), which it
+// hands to the runner; matched prefixes travel as opaque KvBlocks.
+//
+// A request's life:
+//   KvBlocks hit = kv.get_computed_blocks(prompt, keys);   // no pinning yet
+//   kv.allocate_slots(id, prompt.size() - hit.n_tokens(), hit);  // pins hit, adds blocks
+//   ... runner computes; after each step:
+//   kv.commit_full_blocks(id, tokens_computed_so_far, keys);
+//   kv.allocate_slots(id, 1);   // decode: room for one more token
+//   kv.free(id);                // finished or preempted; blocks stay cached
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+using RequestId = uint64_t;
+
+struct KvUsage {
+  int32_t n_used = 0;    // held by some request
+  int32_t n_cached = 0;  // unreferenced, findable, evictable
+  int32_t n_free = 0;    // unreferenced, no content
+  int32_t n_total = 0;
+};
+
+// A cached prefix found by get_computed_blocks. Opaque: hand it to
+// allocate_slots of the same request before any other allocate_slots call
+// (an allocation may evict what it names; a stale handle is rejected).
+class KvBlocks {
+ public:
+  int32_t n_blocks() const { return static_cast<int32_t>(blocks_.size()); }
+  int32_t n_tokens() const { return n_blocks() * block_size_; }
+  bool empty() const { return blocks_.empty(); }
+
+ private:
+  friend class KvManager;
+  std::vector<BlockRef> blocks_;
+  uint64_t last_hash_ = kRootHash;
+  int32_t block_size_ = 0;
+};
+
+class KvManager {
+ public:
+  // n_blocks comes from the caller's memory budget. `hash` is a test seam
+  // (inject collisions); production uses hash_block.
+  KvManager(int32_t n_blocks, int32_t block_size, BlockHashFn hash = hash_block);
+
+  int32_t block_size() const { return block_size_; }
+
+  // Longest cached prefix of `tokens`, in full blocks, under `keys`. Never the
+  // whole prompt: the last token is always left to compute so its logits
+  // exist. Pins nothing and changes nothing.
+  KvBlocks get_computed_blocks(std::span<const int32_t> tokens, const ExtraKeys& keys) const;
+  // Same with keys per block (aLoRA: base lineage before the invocation
+  // tokens, the adapter's after); block i uses keys[min(i, size-1)].
+  KvBlocks get_computed_blocks_per_block(std::span<const int32_t> tokens, std::span<const ExtraKeys> keys) const;
+
+  // Makes room for n_new_tokens more tokens of the request. The first call of
+  // a request may adopt a cached prefix (`computed`): its blocks head the
+  // table and its tokens count as held. kResourceExhausted (and no change)
+  // when the pool cannot supply the blocks; the scheduler then preempts or
+  // waits. kInvalidArgument for a stale or misplaced `computed`.
+  Status allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlocks& computed = {});
+
+  // Registers the request's blocks that `tokens` (all tokens whose KV is
+  // computed, prompt and generated) fills completely and that are not yet
+  // registered, under `keys`. Call again with other keys to change lineage
+  // from the next block on. A block whose content is already cached in
+  // another block is not registered twice.
+  void commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys);
+
+  // Releases the request's blocks, tail first, so that under pressure a
+  // sequence's tail is evicted before its (more shareable) head.
+  void free(RequestId id);
+
+  // The request's block ids in position order, for the runner. Empty for an
+  // unknown request.
+  const std::vector<int32_t>& block_table(RequestId id) const;
+  // Tokens the request has slots for (adopted prefix + allocated).
+  int32_t num_slots(RequestId id) const;
+  bool has_request(RequestId id) const { return reqs_.count(id) != 0; }
+
+  KvUsage usage() const;
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct Request {
+    std::vector<int32_t> blocks;
+    int32_t n_slots = 0;
+    int32_t n_committed = 0;         // leading blocks registered (or found identical)
+    BlockRef last_canonical;         // block that holds the last committed block's content
+    uint64_t last_hash = kRootHash;  // its hash
+    bool chain_broken = false;       // a collision stopped registration for good
+  };
+
+  template <typename KeysAt>
+  KvBlocks lookup(std::span<const int32_t> tokens, KeysAt keys_at) const;
+  // An index entry whose parent block was evicted or forgotten: unreachable.
+  bool is_dead(const BlockKey& key) const;
+  static const std::vector<int32_t> kEmpty;
+
+  int32_t block_size_;
+  BlockHashFn hash_;
+  BlockPool pool_;
+  std::unordered_map<RequestId, Request> reqs_;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,149 @@
+#include "kv/block_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace agentkv {
+namespace {
+
+BlockKey key_for(int32_t tag) {
+  BlockKey k;
+  k.hash = 1000 + static_cast<uint64_t>(tag);
+  k.tokens = {tag, tag, tag, tag};
+  return k;
+}
+
+void expect_partition(const BlockPool& p) {
+  EXPECT_EQ(p.n_free() + p.n_cached() + p.n_used(), p.n_blocks());
+  EXPECT_EQ(static_cast<int32_t>(p.lru_order().size()), p.n_cached());
+}
+
+TEST(BlockPool, AllocatesDistinctBlocksAndReleasesThem) {
+  BlockPool p(4);
+  auto a = p.allocate(3);
+  ASSERT_TRUE(a.is_ok());
+  std::vector<int32_t> ids = *a;
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
+  EXPECT_EQ(p.n_used(), 3);
+  EXPECT_EQ(p.n_free(), 1);
+  for (int32_t b : *a) EXPECT_EQ(p.meta(b).ref, 1);
+  p.release(*a);  // never hashed: back to the free list
+  EXPECT_EQ(p.n_free(), 4);
+  EXPECT_EQ(p.n_cached(), 0);
+  expect_partition(p);
+}
+
+TEST(BlockPool, ExhaustedIsAnErrorThatChangesNothing) {
+  BlockPool p(3);
+  auto a = p.allocate(2);
+  ASSERT_TRUE(a.is_ok());
+  ASSERT_TRUE(p.cache((*a)[0], key_for(1)));
+  p.release({(*a)[0]});  // one cached, one used, one free
+  auto b = p.allocate(3);
+  ASSERT_FALSE(b.is_ok());
+  EXPECT_EQ(b.status().code(), ErrorCode::kResourceExhausted);
+  EXPECT_EQ(b.status().message(), "KV cache exhausted: need 3 blocks, 2 free of 3");
+  EXPECT_EQ(p.n_used(), 1);
+  EXPECT_EQ(p.n_cached(), 1);
+  EXPECT_EQ(p.n_free(), 1);
+  EXPECT_EQ(p.find_cached(key_for(1)), (*a)[0]);  // the cached block was not evicted
+}
+
+TEST(BlockPool, RefcountsCountEveryHolder) {
+  BlockPool p(2);
+  auto a = p.allocate(1);
+  ASSERT_TRUE(a.is_ok());
+  const int32_t b = (*a)[0];
+  ASSERT_TRUE(p.cache(b, key_for(7)));
+  p.touch(b);
+  EXPECT_EQ(p.meta(b).ref, 2);
+  p.release({b});
+  EXPECT_EQ(p.meta(b).ref, 1);
+  EXPECT_EQ(p.n_used(), 1);
+  p.release({b});
+  EXPECT_EQ(p.meta(b).ref, 0);
+  EXPECT_EQ(p.n_cached(), 1);
+  expect_partition(p);
+}
+
+TEST(BlockPool, CachedBlocksStayFindableUntilEvictedLruFirst) {
+  BlockPool p(4);
+  auto a = p.allocate(4);
+  ASSERT_TRUE(a.is_ok());
+  const std::vector<int32_t> ids = *a;
+  for (int32_t i = 0; i < 3; ++i) ASSERT_TRUE(p.cache(ids[i], key_for(i)));
+  // Release order = LRU order: ids[2] first (least recent), then 0, then 1.
+  p.release({ids[2]});
+  p.release({ids[0]});
+  p.release({ids[1]});
+  p.release({ids[3]});  // not hashed: free
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[2], ids[0], ids[1]}));
+  EXPECT_EQ(p.n_free(), 1);
+  EXPECT_EQ(p.n_cached(), 3);
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ(p.find_cached(key_for(i)), ids[i]);
+
+  // The free block goes first; cached content survives.
+  auto b = p.allocate(1);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ((*b)[0], ids[3]);
+  EXPECT_EQ(p.n_cached(), 3);
+  // Then the least recently released cached block is evicted and forgotten.
+  const uint32_t gen = p.meta(ids[2]).generation;
+  auto c = p.allocate(1);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ((*c)[0], ids[2]);
+  EXPECT_EQ(p.find_cached(key_for(2)), -1);
+  EXPECT_FALSE(p.index().contains(ids[2]));
+  EXPECT_NE(p.meta(ids[2]).generation, gen);
+  EXPECT_EQ(p.find_cached(key_for(0)), ids[0]);
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[0], ids[1]}));
+  expect_partition(p);
+}
+
+TEST(BlockPool, TouchRemovesFromTheMiddleOfTheLru) {
+  BlockPool p(5);
+  auto a = p.allocate(5);
+  ASSERT_TRUE(a.is_ok());
+  const std::vector<int32_t> ids = *a;
+  for (int32_t i = 0; i < 5; ++i) ASSERT_TRUE(p.cache(ids[i], key_for(i)));
+  for (int32_t b : ids) p.release({b});
+  EXPECT_EQ(p.lru_order(), ids);
+  p.touch(ids[2]);  // middle
+  p.touch(ids[0]);  // head
+  p.touch(ids[4]);  // tail
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[1], ids[3]}));
+  EXPECT_EQ(p.n_cached(), 2);
+  EXPECT_EQ(p.n_used(), 3);
+  // Pinned blocks are never evicted: only the two cached ones can be taken.
+  EXPECT_FALSE(p.allocate(3).is_ok());
+  auto b = p.allocate(2);
+  ASSERT_TRUE(b.is_ok());
+  EXPECT_EQ(*b, (std::vector<int32_t>{ids[1], ids[3]}));
+  // A touched block released again goes to the tail (most recent).
+  p.release({ids[0]});
+  p.release({ids[2]});
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[0], ids[2]}));
+  expect_partition(p);
+}
+
+TEST(BlockPool, UncacheForgetsContent) {
+  BlockPool p(2);
+  auto a = p.allocate(2);
+  ASSERT_TRUE(a.is_ok());
+  ASSERT_TRUE(p.cache((*a)[0], key_for(0)));
+  ASSERT_TRUE(p.cache((*a)[1], key_for(1)));
+  EXPECT_FALSE(p.cache((*a)[1], key_for(2)));  // already indexed
+  p.release(*a);
+  p.uncache((*a)[0]);
+  EXPECT_EQ(p.find_cached(key_for(0)), -1);
+  EXPECT_EQ(p.n_free(), 1);
+  EXPECT_EQ(p.n_cached(), 1);
+  expect_partition(p);
+}
+
+}  // namespace
+}  // namespace agentkv
