@@ -1,0 +1,45 @@
+// The error every OpenAI-compatible endpoint answers with: an HTTP status and
+// OpenAI's body {"error":{"message","type","param","code"}}. Request parsing
+// returns it as a value; the HTTP layer only serialises it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace agentkv::server {
+
+struct ApiError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;  // the offending field; empty -> JSON null
+  std::string code;   // e.g. "model_not_found"; empty -> JSON null
+};
+
+// 400 invalid_request_error naming `param`.
+ApiError bad_request(std::string param, std::string message);
+
+// {"error":{"message":..,"type":..,"param":..|null,"code":..|null}}
+nlohmann::json to_json(const ApiError& e);
+
+// Either a parsed value or the error to answer with.
+template <class T>
+class ApiResult {
+ public:
+  ApiResult(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  ApiResult(ApiError error) : error_(std::move(error)) {}   // NOLINT
+  bool ok() const { return value_.has_value(); }
+  const T& value() const& { return *value_; }
+  T& value() & { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  const ApiError& error() const { return error_; }
+
+ private:
+  std::optional<T> value_;
+  ApiError error_;
+};
+
+}  // namespace agentkv::server

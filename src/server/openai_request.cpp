@@ -1,0 +1,370 @@
+#include "server/openai_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace agentkv::server {
+namespace {
+
+using json = nlohmann::json;
+using MaybeError = std::optional<ApiError>;
+
+#define AKV_API_TRY(expr)          \
+  do {                             \
+    if (auto _e = (expr)) return *_e; \
+  } while (0)
+
+// nlohmann's parser is iterative, but a guard here keeps any recursive walk of
+// the result (ours, dump, destruction) bounded whatever the library version.
+bool nesting_within(std::string_view body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+
+// Parses a request body into a JSON object, or the error to answer with.
+ApiResult<json> parse_body(std::string_view body, const RequestLimits& limits) {
+  if (body.size() > limits.max_body_bytes) {
+    ApiError e;
+    e.status = 413;
+    e.code = "request_too_large";
+    e.message = "request body is " + std::to_string(body.size()) + " bytes; the limit is " +
+                std::to_string(limits.max_body_bytes);
+    return e;
+  }
+  if (!nesting_within(body, kMaxJsonDepth)) {
+    return bad_request("", "JSON nesting deeper than " + std::to_string(kMaxJsonDepth));
+  }
+  // One set of keys per open object, to reject duplicates.
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  bool has_duplicate = false;
+  const json::parser_callback_t on_event = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (event == json::parse_event_t::key && !keys.empty()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second && !has_duplicate) {
+        has_duplicate = true;
+        duplicate = parsed.get<std::string>();
+      }
+    }
+    return true;
+  };
+  json doc;
+  try {
+    doc = json::parse(body.begin(), body.end(), on_event, /*allow_exceptions=*/true);
+  } catch (const json::exception& ex) {
+    // The message names the position and the problem (e.g. ill-formed UTF-8).
+    // nlohmann appends the bytes it last read, which may be invalid UTF-8
+    // themselves; drop them so the error body always serialises.
+    std::string what = ex.what();
+    if (auto cut = what.find("; last read"); cut != std::string::npos) what.resize(cut);
+    for (char& c : what) {
+      if (static_cast<unsigned char>(c) >= 0x80) c = '?';
+    }
+    return bad_request("", "invalid JSON body: " + what);
+  }
+  if (has_duplicate) return bad_request(duplicate, "duplicate key '" + duplicate + "'");
+  if (!doc.is_object()) return bad_request("", "the request body must be a JSON object");
+  return doc;
+}
+
+// Null counts as absent, as OpenAI's clients send explicit nulls.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string type_name(const json& v) {
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number_float()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+ApiError wrong_type(const std::string& param, const char* expected, const json& got) {
+  return bad_request(param, param + " must be " + expected + ", got " + type_name(got));
+}
+
+MaybeError read_string(const json& obj, const char* key, std::optional<std::string>& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return wrong_type(key, "a string", *v);
+  out = v->get<std::string>();
+  return std::nullopt;
+}
+
+MaybeError read_bool(const json& obj, const char* key, bool& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return wrong_type(key, "a boolean", *v);
+  out = v->get<bool>();
+  return std::nullopt;
+}
+
+// An integer in [lo, hi]; floats such as 5.0 are rejected.
+MaybeError read_int(const json& v, const std::string& param, int64_t lo, int64_t hi, int64_t& out) {
+  if (!v.is_number_integer()) return wrong_type(param, "an integer", v);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return bad_request(param, param + " must be at most " + std::to_string(hi));
+  }
+  const int64_t x = v.get<int64_t>();
+  if (x < lo) return bad_request(param, param + " must be at least " + std::to_string(lo) + ", got " + std::to_string(x));
+  if (x > hi) return bad_request(param, param + " must be at most " + std::to_string(hi) + ", got " + std::to_string(x));
+  out = x;
+  return std::nullopt;
+}
+
+MaybeError read_number(const json& obj, const char* key, double lo, double hi, bool lo_open, float& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return wrong_type(key, "a number", *v);
+  const double x = v->get<double>();
+  if (x < lo || x > hi || (lo_open && x == lo)) {
+    return bad_request(key, std::string(key) + " must be in " + (lo_open ? "(" : "[") + json(lo).dump() + ", " +
+                                json(hi).dump() + "], got " + v->dump());
+  }
+  out = static_cast<float>(x);
+  return std::nullopt;
+}
+
+MaybeError read_max_tokens(const json& obj, const char* key, const RequestLimits& limits, std::optional<int>& out) {
+  const json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  int64_t x = 0;
+  AKV_API_TRY(read_int(*v, key, 1, limits.max_tokens, x));
+  out = static_cast<int>(x);
+  return std::nullopt;
+}
+
+MaybeError read_stop(const json& obj, std::vector<std::string>& out) {
+  const json* v = field(obj, "stop");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    if (v->get_ref<const std::string&>().empty()) return bad_request("stop", "stop strings must not be empty");
+    out.push_back(v->get<std::string>());
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type("stop", "a string or an array of strings", *v);
+  if (v->size() > static_cast<std::size_t>(kMaxStopStrings)) {
+    return bad_request("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings are allowed, got " +
+                                   std::to_string(v->size()));
+  }
+  for (const json& s : *v) {
+    if (!s.is_string()) return wrong_type("stop", "a string or an array of strings", s);
+    if (s.get_ref<const std::string&>().empty()) return bad_request("stop", "stop strings must not be empty");
+    out.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+// The fields both endpoints share. `chat` also reads max_completion_tokens,
+// which OpenAI prefers over the deprecated max_tokens there.
+MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat, SamplingFields& s) {
+  std::optional<std::string> model;
+  AKV_API_TRY(read_string(obj, "model", model));
+  if (model) s.model = *model;
+
+  AKV_API_TRY(read_max_tokens(obj, "max_tokens", limits, s.max_tokens));
+  if (chat) {
+    std::optional<int> mct;
+    AKV_API_TRY(read_max_tokens(obj, "max_completion_tokens", limits, mct));
+    if (mct) s.max_tokens = mct;
+  }
+  AKV_API_TRY(read_number(obj, "temperature", 0.0, 2.0, false, s.temperature));
+  AKV_API_TRY(read_number(obj, "top_p", 0.0, 1.0, true, s.top_p));
+  if (const json* v = field(obj, "seed")) {
+    int64_t seed = 0;
+    AKV_API_TRY(read_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed));
+    s.seed = seed;
+  }
+  AKV_API_TRY(read_stop(obj, s.stop));
+  if (const json* v = field(obj, "n")) {
+    int64_t n = 0;
+    AKV_API_TRY(read_int(*v, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), n));
+    if (n != 1) return bad_request("n", "only n=1 is supported, got n=" + std::to_string(n));
+  }
+  AKV_API_TRY(read_bool(obj, "stream", s.stream));
+  if (const json* v = field(obj, "stream_options")) {
+    if (!v->is_object()) return wrong_type("stream_options", "an object", *v);
+    if (!s.stream) return bad_request("stream_options", "stream_options is only allowed when stream is true");
+    if (const json* u = field(*v, "include_usage")) {
+      if (!u->is_boolean()) return wrong_type("stream_options.include_usage", "a boolean", *u);
+      s.include_usage = u->get<bool>();
+    }
+  }
+  AKV_API_TRY(read_string(obj, "cache_salt", s.cache_salt));
+  if (s.cache_salt && s.cache_salt->empty()) return bad_request("cache_salt", "cache_salt must not be empty");
+  AKV_API_TRY(read_string(obj, "kv_sharing", s.kv_sharing));
+  if (s.kv_sharing && s.kv_sharing->empty()) return bad_request("kv_sharing", "kv_sharing must not be empty");
+  return std::nullopt;
+}
+
+MaybeError read_token_ids(const json& arr, const RequestLimits& limits, std::vector<int32_t>& out) {
+  if (arr.empty()) return bad_request("prompt", "prompt must not be empty");
+  if (arr.size() > limits.max_prompt_tokens) {
+    return bad_request("prompt", "prompt has " + std::to_string(arr.size()) + " tokens; the limit is " +
+                                     std::to_string(limits.max_prompt_tokens));
+  }
+  const int64_t hi = limits.vocab_size > 0 ? limits.vocab_size - 1 : std::numeric_limits<int32_t>::max();
+  out.reserve(arr.size());
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) return wrong_type("prompt", "a string or an array of integer token ids", t);
+    int64_t id = 0;
+    AKV_API_TRY(read_int(t, "prompt", 0, hi, id));
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+// prompt: "text", [ids], ["text"] or [[ids]]; batches of several prompts are
+// not supported (n=1 and one prompt per request).
+MaybeError read_prompt(const json& obj, const RequestLimits& limits, CompletionRequest& r) {
+  const json* v = field(obj, "prompt");
+  if (!v) return bad_request("prompt", "prompt is required");
+  if (v->is_string()) {
+    r.prompt_text = v->get<std::string>();
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type("prompt", "a string or an array of integer token ids", *v);
+  if (v->empty()) return bad_request("prompt", "prompt must not be empty");
+  const json& first = v->front();
+  if (first.is_string() || first.is_array()) {
+    if (v->size() != 1) return bad_request("prompt", "batched prompts are not supported; send one prompt per request");
+    if (first.is_string()) {
+      r.prompt_text = first.get<std::string>();
+      return std::nullopt;
+    }
+    r.prompt_is_tokens = true;
+    return read_token_ids(first, limits, r.prompt_tokens);
+  }
+  r.prompt_is_tokens = true;
+  return read_token_ids(*v, limits, r.prompt_tokens);
+}
+
+bool known_role(const std::string& role) {
+  return role == "system" || role == "developer" || role == "user" || role == "assistant" || role == "tool";
+}
+
+MaybeError read_content(const json* v, const std::string& param, std::string& out) {
+  if (v->is_string()) {
+    out = v->get<std::string>();
+    return std::nullopt;
+  }
+  if (!v->is_array()) return wrong_type(param, "a string or an array of content parts", *v);
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& part = (*v)[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return wrong_type(p, "an object", part);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string()) return bad_request(p + ".type", p + ".type must be a string");
+    if (type->get_ref<const std::string&>() != "text") {
+      return bad_request(p + ".type", "only text content parts are supported, got '" + type->get<std::string>() + "'");
+    }
+    const json* text = field(part, "text");
+    if (!text || !text->is_string()) return bad_request(p + ".text", p + ".text must be a string");
+    out += text->get_ref<const std::string&>();
+  }
+  return std::nullopt;
+}
+
+MaybeError read_messages(const json& obj, const RequestLimits& limits, std::vector<ChatMessage>& out) {
+  const json* v = field(obj, "messages");
+  if (!v) return bad_request("messages", "messages is required");
+  if (!v->is_array()) return wrong_type("messages", "an array", *v);
+  if (v->empty()) return bad_request("messages", "messages must not be empty");
+  if (v->size() > limits.max_messages) {
+    return bad_request("messages", "at most " + std::to_string(limits.max_messages) + " messages are allowed");
+  }
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return wrong_type(p, "an object", m);
+    ChatMessage msg;
+    const json* role = field(m, "role");
+    if (!role) return bad_request(p + ".role", p + ".role is required");
+    if (!role->is_string()) return wrong_type(p + ".role", "a string", *role);
+    msg.role = role->get<std::string>();
+    if (!known_role(msg.role)) {
+      return bad_request(p + ".role", "unknown role '" + msg.role + "'; expected system, developer, user, assistant or tool");
+    }
+    if (const json* c = field(m, "content")) {
+      AKV_API_TRY(read_content(c, p + ".content", msg.content));
+    } else if (msg.role != "assistant") {
+      // An assistant turn may carry only tool calls; every other role speaks.
+      return bad_request(p + ".content", p + ".content is required");
+    }
+    if (const json* n = field(m, "name")) {
+      if (!n->is_string()) return wrong_type(p + ".name", "a string", *n);
+      msg.name = n->get<std::string>();
+    }
+    if (const json* t = field(m, "tool_call_id")) {
+      if (!t->is_string()) return wrong_type(p + ".tool_call_id", "a string", *t);
+      msg.tool_call_id = t->get<std::string>();
+    }
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
+  ApiResult<json> doc = parse_body(body, limits);
+  if (!doc.ok()) return doc.error();
+  const json& obj = doc.value();
+  CompletionRequest r;
+  AKV_API_TRY(read_prompt(obj, limits, r));
+  AKV_API_TRY(read_sampling(obj, limits, /*chat=*/false, r.sampling));
+  if (const json* v = field(obj, "logprobs")) {
+    int64_t lp = 0;
+    AKV_API_TRY(read_int(*v, "logprobs", 0, kMaxTopLogprobs, lp));
+    r.logprobs = static_cast<int>(lp);
+  }
+  AKV_API_TRY(read_bool(obj, "echo", r.echo));
+  return r;
+}
+
+ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits) {
+  ApiResult<json> doc = parse_body(body, limits);
+  if (!doc.ok()) return doc.error();
+  const json& obj = doc.value();
+  ChatRequest r;
+  AKV_API_TRY(read_messages(obj, limits, r.messages));
+  AKV_API_TRY(read_sampling(obj, limits, /*chat=*/true, r.sampling));
+  AKV_API_TRY(read_bool(obj, "logprobs", r.logprobs));
+  if (const json* v = field(obj, "top_logprobs")) {
+    int64_t k = 0;
+    AKV_API_TRY(read_int(*v, "top_logprobs", 0, kMaxTopLogprobs, k));
+    if (!r.logprobs) return bad_request("top_logprobs", "top_logprobs requires logprobs to be true");
+    r.top_logprobs = static_cast<int>(k);
+  }
+  return r;
+}
+
+}  // namespace agentkv::server

@@ -1,0 +1,137 @@
+#include "server/openai_response.h"
+
+#include <cstdio>
+
+namespace agentkv::server {
+namespace {
+
+using json = nlohmann::json;
+
+json bytes_json(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+json nullable(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+json header(const ResponseMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+}  // namespace
+
+std::string format_response_id(const std::string& prefix, uint64_t n) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(n));
+  return prefix + "-" + hex;
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+json completion_logprobs_json(const std::vector<TokenLogprob>& lps, std::size_t text_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  std::size_t offset = text_offset;
+  for (const TokenLogprob& t : lps) {
+    tokens.push_back(t.token);
+    token_logprobs.push_back(t.logprob);
+    // A dict keyed by token text, as OpenAI's legacy API: equal texts merge.
+    json alternatives = json::object();
+    for (const TopLogprob& a : t.top) {
+      if (!alternatives.contains(a.token)) alternatives[a.token] = a.logprob;
+    }
+    top.push_back(std::move(alternatives));
+    offsets.push_back(offset);
+    offset += t.token.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const TokenLogprob& t : lps) {
+    json top = json::array();
+    for (const TopLogprob& a : t.top) {
+      top.push_back({{"token", a.token}, {"logprob", a.logprob}, {"bytes", bytes_json(a.token)}});
+    }
+    content.push_back(
+        {{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes_json(t.token)}, {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}};
+}
+
+json completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage) {
+  json out = header(meta, "text_completion");
+  json c = {{"index", choice.index}, {"text", choice.text}, {"finish_reason", nullable(choice.finish_reason)}};
+  c["logprobs"] = choice.logprobs ? completion_logprobs_json(*choice.logprobs, choice.text_offset) : json(nullptr);
+  out["choices"] = json::array({std::move(c)});
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+json chat_completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage) {
+  json out = header(meta, "chat.completion");
+  json c = {{"index", choice.index},
+            {"message", {{"role", "assistant"}, {"content", choice.text}}},
+            {"finish_reason", nullable(choice.finish_reason)}};
+  c["logprobs"] = choice.logprobs ? chat_logprobs_json(*choice.logprobs) : json(nullptr);
+  out["choices"] = json::array({std::move(c)});
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+json completion_chunk(const ResponseMeta& meta, const Choice& choice) {
+  json out = header(meta, "text_completion");
+  json c = {{"index", choice.index}, {"text", choice.text}, {"finish_reason", nullable(choice.finish_reason)}};
+  c["logprobs"] = choice.logprobs ? completion_logprobs_json(*choice.logprobs, choice.text_offset) : json(nullptr);
+  out["choices"] = json::array({std::move(c)});
+  return out;
+}
+
+json chat_chunk_role(const ResponseMeta& meta) {
+  json out = header(meta, "chat.completion.chunk");
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+  return out;
+}
+
+json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
+                      const std::optional<std::vector<TokenLogprob>>& logprobs) {
+  json out = header(meta, "chat.completion.chunk");
+  json c = {{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}};
+  c["logprobs"] = logprobs ? chat_logprobs_json(*logprobs) : json(nullptr);
+  out["choices"] = json::array({std::move(c)});
+  return out;
+}
+
+json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason) {
+  json out = header(meta, "chat.completion.chunk");
+  out["choices"] = json::array(
+      {{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", nullable(finish_reason)}}});
+  return out;
+}
+
+json usage_chunk(const ResponseMeta& meta, const Usage& usage, bool chat) {
+  json out = header(meta, chat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+}  // namespace agentkv::server

@@ -1,0 +1,86 @@
+// JSON of OpenAI-compatible responses, built from plain structs so it does
+// not depend on the engine: non-streamed completion / chat.completion
+// objects, SSE stream chunks, and logprobs in each API's shape.
+//
+// Token texts are raw bytes and may be partial UTF-8 (a byte-fallback token
+// that splits a character). JSON strings cannot hold that, so dump_json()
+// writes invalid bytes as U+FFFD; chat logprobs also carry the exact bytes
+// in "bytes", as OpenAI's do.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace agentkv::server {
+
+struct TopLogprob {
+  std::string token;  // raw bytes of the token's text
+  float logprob = 0.0f;
+};
+
+struct TokenLogprob {
+  std::string token;  // the sampled token's text (raw bytes)
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;  // best alternatives, most likely first
+};
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens served from the prefix cache
+};
+
+// What identifies a response; the same for every chunk of one stream.
+struct ResponseMeta {
+  std::string id;       // e.g. "cmpl-..." / "chatcmpl-..." (format_response_id)
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+struct Choice {
+  int index = 0;
+  std::string text;           // completion text / assistant message content
+  std::string finish_reason;  // "stop" | "length"; empty -> null (streaming, unfinished)
+  std::optional<std::vector<TokenLogprob>> logprobs;  // absent -> "logprobs": null
+  std::size_t text_offset = 0;  // completions: byte offset of text's start (prompt length when echoing)
+};
+
+// "<prefix>-<16 hex digits>", e.g. format_response_id("chatcmpl", n).
+std::string format_response_id(const std::string& prefix, uint64_t n);
+
+// Serialises with invalid UTF-8 replaced by U+FFFD (nlohmann would throw).
+std::string dump_json(const nlohmann::json& j);
+
+nlohmann::json usage_json(const Usage& u);
+
+// completions: {"tokens", "token_logprobs", "top_logprobs": [{text: lp}], "text_offset"}.
+// Offsets are byte offsets starting at `text_offset`.
+nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& lps, std::size_t text_offset);
+// chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
+nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& lps);
+
+// Non-streamed responses.
+nlohmann::json completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage);
+nlohmann::json chat_completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage);
+
+// Stream chunks (object "text_completion" / "chat.completion.chunk").
+// A chat stream is: chat_chunk_role, chat_chunk_delta..., chat_chunk_finish,
+// [usage_chunk when stream_options.include_usage], then sse_done().
+nlohmann::json completion_chunk(const ResponseMeta& meta, const Choice& choice);
+nlohmann::json chat_chunk_role(const ResponseMeta& meta);
+nlohmann::json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
+                                const std::optional<std::vector<TokenLogprob>>& logprobs);
+nlohmann::json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason);
+// The final usage chunk: "choices": [] and "usage" set. `chat` picks the object name.
+nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage, bool chat);
+
+// SSE framing: "data: <json>\n\n" and "data: [DONE]\n\n".
+std::string sse_event(const nlohmann::json& j);
+std::string sse_done();
+
+}  // namespace agentkv::server
