@@ -66,8 +66,8 @@ void run(const GenerateArgs& a) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
   });
-  std::fputc('\n', stdout);
   if (!res.is_ok()) return fail(res.status());
+  std::fputc('\n', stdout);
   if (a.sampling.n_logprobs > 0) print_logprobs(**eng, *res);
   if (a.stats) {
     const auto& r = *res;
