@@ -47,16 +47,16 @@ Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlo
   const bool is_new = it == reqs_.end();
   if (!computed.empty()) {
     if (!is_new) {
-      return make_error(ErrorCode::kInvalidArgument, "request ", id, " already holds blocks; a cached prefix is "
-                        "adopted only by its first allocate_slots");
+      return make_error(ErrorCode::kInvalidArgument, "request ", id,
+                        " already holds blocks; a cached prefix is adopted only by its first allocate_slots");
     }
     if (computed.block_size_ != block_size_) {
       return make_error(ErrorCode::kInvalidArgument, "KvBlocks from a manager with another block size");
     }
     for (const BlockRef& r : computed.blocks_) {
       if (!pool_.is_current(r) || !pool_.index().contains(r.id)) {
-        return make_error(ErrorCode::kInvalidArgument, "stale KvBlocks handle for request ", id,
-                          ": block ", r.id, " was evicted since the lookup");
+        return make_error(ErrorCode::kInvalidArgument, "stale KvBlocks handle for request ", id, ": block ",
+                          r.id, " was evicted since the lookup");
       }
     }
   }
@@ -97,8 +97,8 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;
   Request& req = it->second;
-  const int32_t n_full = static_cast<int32_t>(
-      std::min<size_t>({tokens.size() / block_size_, req.blocks.size(), static_cast<size_t>(req.n_slots) / block_size_}));
+  const int32_t n_full = static_cast<int32_t>(std::min<size_t>(
+      {tokens.size() / block_size_, req.blocks.size(), static_cast<size_t>(req.n_slots) / block_size_}));
   if (req.chain_broken || req.n_committed >= n_full) return;
   BlockKey key;
   key.extra = keys.serialize();
@@ -116,7 +116,8 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
       // An unreferenced duplicate gives way to our held block; so does an
       // entry whose parent is gone (no lookup can reach it any more).
       const int32_t holder = existing >= 0 ? existing : pool_.index().holder(key.hash);
-      if (holder >= 0 && (holder == existing || is_dead(*pool_.index().key_of(holder)))) pool_.uncache(holder);
+      if (holder >= 0 && (holder == existing || is_dead(*pool_.index().key_of(holder))))
+        pool_.uncache(holder);
       if (!pool_.cache(mine, key)) {
         // A true collision: this content cannot be indexed, nor can anything
         // after it (a child is found only through an indexed parent).

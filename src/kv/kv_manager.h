@@ -62,7 +62,8 @@ class KvManager {
   KvBlocks get_computed_blocks(std::span<const int32_t> tokens, const ExtraKeys& keys) const;
   // Same with keys per block (aLoRA: base lineage before the invocation
   // tokens, the adapter's after); block i uses keys[min(i, size-1)].
-  KvBlocks get_computed_blocks_per_block(std::span<const int32_t> tokens, std::span<const ExtraKeys> keys) const;
+  KvBlocks get_computed_blocks_per_block(std::span<const int32_t> tokens,
+                                         std::span<const ExtraKeys> keys) const;
 
   // Makes room for n_new_tokens more tokens of the request. The first call of
   // a request may adopt a cached prefix (`computed`): its blocks head the

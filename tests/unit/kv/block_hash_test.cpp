@@ -12,7 +12,13 @@ namespace {
 TEST(ExtraKeys, SerialisesTaggedAndLengthPrefixed) {
   const ExtraKeys k{"c", "", "xy"};
   // tag | u32 little-endian length | bytes, lineage(1), tenant(2), salt(3).
-  const std::string want("\x01\x01\x00\x00\x00" "c" "\x02\x00\x00\x00\x00" "\x03\x02\x00\x00\x00" "xy", 18);
+  const std::string want(
+      "\x01\x01\x00\x00\x00"
+      "c"
+      "\x02\x00\x00\x00\x00"
+      "\x03\x02\x00\x00\x00"
+      "xy",
+      18);
   EXPECT_EQ(k.serialize(), want);
 }
 
@@ -43,7 +49,9 @@ TEST(ExtraKeys, SerialisationIsInjectiveOverCraftedValues) {
                                            std::string("\x01", 1),
                                            std::string("\x00", 1),
                                            std::string("\x02\x00\x00\x00\x00", 5),
-                                           std::string("a\x02\x01\x00\x00\x00" "a", 7),
+                                           std::string("a\x02\x01\x00\x00\x00"
+                                                       "a",
+                                                       7),
                                            std::string("\x03\x00\x00\x00\x00", 5)};
   std::set<std::string> seen;
   size_t combos = 0;

@@ -169,6 +169,29 @@ TEST(KvManager, HashCollisionIsNeverServed) {
   EXPECT_EQ(prefill(kv, 2, b), 0);
 }
 
+uint64_t parentless_hash(uint64_t, std::span<const int32_t> tokens, std::string_view extra) {
+  return hash_block(kRootHash, tokens, extra);
+}
+
+TEST(KvManager, ParentIsVerifiedNotOnlyTheBlockTokens) {
+  // With a hash blind to the parent, block T after X and block T after Y
+  // share a hash; the index must still tell them apart.
+  KvManager kv(16, kBs, parentless_hash);
+  const std::vector<int32_t> x = {1, 1, 1, 1}, y = {2, 2, 2, 2}, t = {3, 3, 3, 3};
+  std::vector<int32_t> xt = x;
+  xt.insert(xt.end(), t.begin(), t.end());
+  xt.push_back(9);
+  std::vector<int32_t> yt = y;
+  yt.insert(yt.end(), t.begin(), t.end());
+  yt.push_back(9);
+  prefill(kv, 1, xt);
+  std::vector<int32_t> y_only = y;
+  y_only.push_back(9);
+  prefill(kv, 2, y_only);
+  EXPECT_EQ(kv.get_computed_blocks(xt, {}).n_blocks(), 2);
+  EXPECT_EQ(kv.get_computed_blocks(yt, {}).n_blocks(), 1);  // Y hits, T-after-X must not
+}
+
 TEST(KvManager, NamespacesNeverShare) {
   KvManager kv(16, kBs);
   std::vector<int32_t> p = iota_tokens(9);
