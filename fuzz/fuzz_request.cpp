@@ -8,6 +8,8 @@
 //   - the parsed strings are valid UTF-8 (they round-trip through dump()).
 // The input is also used as a token text for the response builders, whose
 // output (invalid bytes replaced) must parse back as JSON.
+// Seed corpus: AGENTKV_FUZZ_WRITE_SEEDS=<dir> fuzz_request -runs=0 writes a
+// few valid requests of each endpoint into <dir> and exits (scripts/fuzz.sh).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +51,36 @@ void check_sampling(const SamplingFields& s, const RequestLimits& limits) {
   (void)strings.dump();
 }
 
+void write_seeds(const std::string& dir) {
+  const char* seeds[] = {
+      R"({"model":"m","prompt":"Once","max_tokens":16,"temperature":0.5,"stop":["a","b"],"stream":true,)"
+      R"("stream_options":{"include_usage":true},"logprobs":2})",
+      R"({"prompt":[1,2,3],"seed":5,"n":1,"echo":false,"cache_salt":"s","kv_sharing":"prefix"})",
+      R"({"prompt":[[7,8]],"top_p":0.9,"stop":"\n"})",
+      R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"hi"}]}],)"
+      R"("logprobs":true,"top_logprobs":3,"max_completion_tokens":5,"top_p":0.9})",
+      R"({"messages":[{"role":"assistant","content":null},{"role":"tool","content":"1","tool_call_id":"c"}],)"
+      R"("stream":true,"seed":-1})",
+  };
+  int i = 0;
+  for (const char* seed : seeds) {
+    const std::string path = dir + "/seed_" + std::to_string(i++) + ".json";
+    if (FILE* f = std::fopen(path.c_str(), "wb")) {
+      std::fputs(seed, f);
+      std::fclose(f);
+    }
+  }
+}
+
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("AGENTKV_FUZZ_WRITE_SEEDS")) {
+    write_seeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
