@@ -22,6 +22,10 @@ struct ApiError {
 // 400 invalid_request_error naming `param`.
 ApiError bad_request(std::string param, std::string message);
 
+// 404 invalid_request_error, code "model_not_found", as OpenAI answers a
+// request naming a model the server does not serve.
+ApiError model_not_found(const std::string& model);
+
 // {"error":{"message":..,"type":..,"param":..|null,"code":..|null}}
 nlohmann::json to_json(const ApiError& e);
 

@@ -291,15 +291,14 @@ TEST(OpenAIRequest, DuplicateKeysInNestedObjectsAreRejectedButRepeatsAcrossObjec
   EXPECT_EQ(error_of(Endpoint::kChat, R"({"messages":[{"role":"user","role":"system","content":"x"}]})").param, "role");
   auto ok = parse_chat_request(R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]})", {});
   EXPECT_TRUE(ok.ok());
+  // The same key in an inner and an outer object is no duplicate.
+  EXPECT_TRUE(parse_completion_request(R"({"prompt":"p","x":{"prompt":1,"y":{"prompt":2}},"stream":false})", {}).ok());
+  EXPECT_EQ(error_of(Endpoint::kCompletion, R"({"prompt":"p","x":{"y":{"k":1,"k":2}}})").param, "k");
 }
 
 TEST(OpenAIRequest, ErrorJsonShape) {
-  ApiError e;
-  e.status = 404;
-  e.type = "invalid_request_error";
-  e.code = "model_not_found";
-  e.message = "The model 'x' does not exist";
-  e.param = "model";
+  const ApiError e = model_not_found("x");
+  EXPECT_EQ(e.status, 404);
   const json j = to_json(e);
   EXPECT_EQ(j, json::parse(R"({"error":{"message":"The model 'x' does not exist","type":"invalid_request_error",
                                         "param":"model","code":"model_not_found"}})"));
