@@ -3,10 +3,9 @@
 #include <chrono>
 
 #include "backend/backend.h"
-#include "format/gguf.h"
 #include "kv/block_pool.h"
 #include "kv/kv_storage.h"
-#include "model/loader.h"
+#include "runtime/loaded_model.h"
 #include "runtime/runner.h"
 #include "runtime/sequence.h"
 #include "runtime/stop_matcher.h"
@@ -35,20 +34,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineOptions& opts) {
   }
   auto impl = std::make_unique<Impl>();
   impl->opts = opts;
-  auto file = GgufFile::open(opts.model_path);
-  if (!file.is_ok()) return file.status();
-  LoadOptions lo;
-  lo.n_threads = opts.n_threads;
-  auto model = model_load(*file, lo);
-  if (!model.is_ok()) return model.status().with_context(opts.model_path);
-  impl->model = std::move(model).value();
+  AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(opts.model_path, opts.n_threads));
+  impl->model = std::move(lm.model);
+  impl->tokenizer = std::move(lm.tokenizer);
   const ModelSpec& s = impl->model->spec;
-
-  auto vocab = vocab_from_gguf(*file, s.n_vocab);
-  if (!vocab.is_ok()) return vocab.status().with_context(opts.model_path);
-  auto tok = Tokenizer::create(std::move(vocab).value());
-  if (!tok.is_ok()) return tok.status().with_context(opts.model_path);
-  impl->tokenizer = std::make_unique<Tokenizer>(std::move(tok).value());
 
   BackendConfig bc;
   bc.n_threads = opts.n_threads;

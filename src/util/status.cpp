@@ -12,6 +12,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kOutOfRange: return "out of range";
     case ErrorCode::kResourceExhausted: return "resource exhausted";
+    case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kInternal: return "internal error";
   }
   return "unknown";

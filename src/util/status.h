@@ -20,6 +20,7 @@ enum class ErrorCode {
   kUnsupported,      // valid but not implemented (a quant type, an arch)
   kOutOfRange,       // a count, size or offset outside its bounds
   kResourceExhausted,// memory or KV blocks ran out
+  kUnavailable,      // draining or stopped: try again later / elsewhere
   kInternal,         // a bug in agentkv
 };
 

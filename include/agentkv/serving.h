@@ -1,0 +1,116 @@
+// The asynchronous serving API that the HTTP server (and load benchmarks) use:
+// submit requests, receive their tokens as events, cancel, drain. One engine
+// thread runs continuous batching behind it (src/sched + src/runtime).
+//
+// ServingEngine is an interface so the server can be tested against a fake;
+// create_serving_engine() returns the real one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+class Tokenizer;
+
+using ServeId = uint64_t;
+
+struct ServeRequest {
+  std::vector<int32_t> prompt;     // token ids, non-empty
+  SamplingParams sampling;         // n_logprobs > 0 fills TokenEvent::samples[i].top
+  int32_t max_tokens = 256;        // clipped to the context left after the prompt
+  std::vector<std::string> stop;   // stop strings (never emitted)
+  bool ignore_eos = false;
+  // Cache namespace: blocks are shared only between requests with equal
+  // (tenant, cache_salt). Both are opaque strings; empty is a valid value.
+  std::string tenant;
+  std::string cache_salt;
+};
+
+enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
+
+// Everything a client sees of a request, delivered in order. Each event holds
+// the tokens sampled since the previous event and the text they released
+// (text may lag tokens: a possible stop string or a split UTF-8 character is
+// held back). The last event has finish != kNone.
+struct ServeEvent {
+  std::vector<SampleResult> samples;  // one per new token (id, logprob, top)
+  std::string text;                   // new text, never part of a stop string
+  ServeFinish finish = ServeFinish::kNone;
+  std::string error;                  // kError only: what went wrong
+  // Filled on the first event (the first token) and on the last one:
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int32_t completion_tokens = 0;      // on the last event: tokens generated in all
+  double queue_s = 0;                 // submit -> first scheduled
+  double ttft_s = 0;                  // submit -> first token
+};
+
+// Called on the engine thread. It must not block and must not call back into
+// the engine (queue the event and return).
+using ServeSink = std::function<void(ServeEvent&&)>;
+
+struct ServingOptions {
+  std::string model_path;
+  int n_threads = 2;
+  int32_t block_size = 16;
+  int64_t kv_cache_mb = 256;          // KV pool budget; sets the number of blocks
+  int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)
+  int32_t max_batch_tokens = 512;     // token rows per step (chunked prefill)
+  int32_t max_running = 64;           // sequences in one step
+  int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
+  bool prefix_caching = true;
+};
+
+struct ServingStats {
+  int32_t n_waiting = 0;
+  int32_t n_running = 0;
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_cached = 0;
+  int32_t kv_blocks_free = 0;
+  int32_t kv_blocks_total = 0;
+  int64_t kv_bytes_per_block = 0;
+  int64_t prefix_hit_tokens = 0;      // cumulative
+  int64_t prompt_tokens = 0;          // cumulative, admitted requests
+  int64_t preemptions = 0;            // cumulative
+  int64_t steps = 0;                  // cumulative
+};
+
+class ServingEngine {
+ public:
+  virtual ~ServingEngine() = default;
+
+  // Queues a request. Errors (and the sink is never called):
+  //   kInvalidArgument   empty prompt, bad sampling, token id outside the vocabulary
+  //   kOutOfRange        prompt longer than max_model_len - 1, or than the KV pool holds
+  //   kResourceExhausted the waiting queue holds max_queue requests (HTTP 429)
+  //   kUnavailable       draining or stopped (HTTP 503)
+  // On success the sink receives events until one with finish != kNone.
+  virtual Result<ServeId> submit(ServeRequest req, ServeSink sink) = 0;
+
+  // Stops a request (client gone). Its sink gets a final kCancelled event
+  // unless it already finished. Unknown ids are ignored.
+  virtual void cancel(ServeId id) = 0;
+
+  // Stops accepting (submit -> kUnavailable) and waits up to timeout_s for
+  // queued and running requests to finish; the rest are cancelled. Returns
+  // true when everything finished in time.
+  virtual bool drain(double timeout_s) = 0;
+
+  virtual ServingStats stats() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual int32_t max_model_len() const = 0;
+  virtual int32_t vocab_size() const = 0;
+};
+
+Result<std::unique_ptr<ServingEngine>> create_serving_engine(const ServingOptions& opts);
+
+const char* serve_finish_name(ServeFinish f);  // "stop", "length", "cancelled", "error", ""
+
+}  // namespace agentkv

@@ -1,0 +1,433 @@
+// The serving engine: one thread that turns the scheduler's plans into runner
+// Steps and the runner's logits into tokens and client events. Submissions,
+// cancellations and drains come from other threads through a small inbox.
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "agentkv/serving.h"
+#include "backend/backend.h"
+#include "kv/kv_manager.h"
+#include "kv/kv_storage.h"
+#include "runtime/loaded_model.h"
+#include "runtime/runner.h"
+#include "runtime/stop_matcher.h"
+#include "sched/scheduler.h"
+
+namespace agentkv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Engine-thread state of one request: what turns its logits into events.
+struct Live {
+  ServeSink sink;
+  Sampler sampler;
+  StopMatcher stops;
+  StreamDecoder detok;
+  int32_t max_tokens = 0;
+  bool ignore_eos = false;
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  Clock::time_point submitted;
+  bool scheduled = false;  // left the queue (counts against max_queue until then)
+  bool first_sent = false;
+  double queue_s = 0;
+  double ttft_s = 0;
+
+  Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
+      : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
+        ignore_eos(r.ignore_eos), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t) {}
+};
+
+struct Pending {
+  ServeId id;
+  ServeRequest req;
+  ServeSink sink;
+  Clock::time_point submitted;
+};
+
+class ServingEngineImpl final : public ServingEngine {
+ public:
+  static Result<std::unique_ptr<ServingEngineImpl>> create(const ServingOptions& opts);
+  ~ServingEngineImpl() override;
+
+  Result<ServeId> submit(ServeRequest req, ServeSink sink) override;
+  void cancel(ServeId id) override;
+  bool drain(double timeout_s) override;
+  ServingStats stats() const override;
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  int32_t max_model_len() const override { return max_model_len_; }
+  int32_t vocab_size() const override { return model_->spec.n_vocab; }
+
+ private:
+  ServingEngineImpl() = default;
+  void loop();
+  void take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
+  void run_step(const SchedulerOutput& out);
+  // Turns one logits row into a token and an event; finishes when it should.
+  void on_logits(ServeId id, std::span<const float> logits);
+  void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
+  void mark_scheduled(ServeId id, Live& l);
+  void publish_stats();
+
+  ServingOptions opts_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<backend_i> backend_;
+  std::unique_ptr<KvStorage> storage_;
+  std::unique_ptr<KvManager> kv_;
+  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<Scheduler> sched_;
+  int32_t max_model_len_ = 0;
+
+  // Engine thread only.
+  std::unordered_map<ServeId, Live> live_;
+  std::vector<float> logits_;
+
+  // Shared, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // the engine thread: work arrived
+  std::condition_variable idle_;  // drain(): a request finished
+  std::vector<Pending> inbox_;
+  std::vector<ServeId> cancels_;
+  bool cancel_all_ = false;
+  bool draining_ = false;
+  bool stopping_ = false;
+  ServeId next_id_ = 1;
+  int32_t n_queued_ = 0;  // submitted, not yet scheduled
+  int32_t n_live_ = 0;    // submitted, not yet finished
+  ServingStats stats_;
+
+  std::thread thread_;
+};
+
+Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const ServingOptions& opts) {
+  if (opts.n_threads < 1) return make_error(ErrorCode::kInvalidArgument, "--threads must be >= 1");
+  if (opts.block_size < 1 || opts.block_size > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "--block-size must be in [1, 1024]");
+  }
+  if (opts.max_batch_tokens < 1) return make_error(ErrorCode::kInvalidArgument, "--max-batch-tokens must be >= 1");
+  if (opts.max_running < 1) return make_error(ErrorCode::kInvalidArgument, "--max-running must be >= 1");
+  if (opts.max_queue < 0) return make_error(ErrorCode::kInvalidArgument, "--max-queue must be >= 0");
+  if (opts.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "--max-model-len must be >= 0");
+  if (opts.kv_cache_mb < 1) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb must be >= 1");
+
+  std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
+  e->opts_ = opts;
+  AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(opts.model_path, opts.n_threads));
+  e->model_ = std::move(lm.model);
+  e->tokenizer_ = std::move(lm.tokenizer);
+  const ModelSpec& s = e->model_->spec;
+  const int32_t trained = s.n_ctx_train > 0 ? s.n_ctx_train : 4096;
+  e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
+
+  KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size};
+  const int64_t n_blocks = opts.kv_cache_mb * (int64_t{1} << 20) / g.block_bytes();
+  if (n_blocks < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb ", opts.kv_cache_mb, " holds no KV block (one block is ",
+                      g.block_bytes(), " bytes); raise it");
+  }
+  if (n_blocks > (int64_t{1} << 30)) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
+  AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
+  e->storage_ = std::make_unique<KvStorage>(std::move(storage));
+  e->kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts.block_size);
+  e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads});
+  e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
+  SchedulerConfig sc;
+  sc.max_batch_tokens = opts.max_batch_tokens;
+  sc.max_running = opts.max_running;
+  sc.prefix_caching = opts.prefix_caching;
+  e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc);
+  e->stats_.kv_bytes_per_block = g.block_bytes();
+  e->publish_stats();
+  e->thread_ = std::thread([p = e.get()] { p->loop(); });
+  return e;
+}
+
+ServingEngineImpl::~ServingEngineImpl() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+    cancel_all_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
+  if (req.prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty");
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= model_->spec.n_vocab) {
+      return make_error(ErrorCode::kInvalidArgument, "token id ", t, " is outside the vocabulary (", model_->spec.n_vocab,
+                        " tokens)");
+    }
+  }
+  AKV_RETURN_IF_ERROR(req.sampling.validate());
+  if (req.max_tokens < 1) return make_error(ErrorCode::kInvalidArgument, "max_tokens must be >= 1");
+  const int64_t n_prompt = static_cast<int64_t>(req.prompt.size());
+  if (n_prompt >= max_model_len_) {
+    return make_error(ErrorCode::kOutOfRange, "this model's maximum context length is ", max_model_len_,
+                      " tokens; the prompt has ", n_prompt, " (at least one more is needed to generate)");
+  }
+  const int64_t blocks_needed = (n_prompt + 1 + opts_.block_size - 1) / opts_.block_size;
+  if (blocks_needed > kv_->pool().n_blocks()) {
+    return make_error(ErrorCode::kOutOfRange, "the prompt needs ", blocks_needed, " KV blocks but the pool has ",
+                      kv_->pool().n_blocks(), "; raise --kv-cache-mb");
+  }
+  ServeId id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (draining_ || stopping_) return make_error(ErrorCode::kUnavailable, "the server is shutting down");
+    if (n_queued_ >= opts_.max_queue) {
+      return make_error(ErrorCode::kResourceExhausted, "the queue is full (", opts_.max_queue,
+                        " waiting requests); retry later");
+    }
+    id = next_id_++;
+    ++n_queued_;
+    ++n_live_;
+    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now()});
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void ServingEngineImpl::cancel(ServeId id) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+bool ServingEngineImpl::drain(double timeout_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  draining_ = true;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  const bool in_time = idle_.wait_until(lk, deadline, [&] { return n_live_ == 0; });
+  if (!in_time) {
+    cancel_all_ = true;
+    wake_.notify_one();
+    idle_.wait(lk, [&] { return n_live_ == 0; });
+  }
+  return in_time;
+}
+
+ServingStats ServingEngineImpl::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  ServingStats s = stats_;
+  s.n_waiting += static_cast<int32_t>(inbox_.size());
+  return s;
+}
+
+void ServingEngineImpl::publish_stats() {
+  const KvUsage u = kv_->usage();
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.n_waiting = sched_->n_waiting();
+  stats_.n_running = sched_->n_running();
+  stats_.kv_blocks_used = u.n_used;
+  stats_.kv_blocks_cached = u.n_cached;
+  stats_.kv_blocks_free = u.n_free;
+  stats_.kv_blocks_total = u.n_total;
+  stats_.prefix_hit_tokens = sched_->n_prefix_hit_tokens();
+  stats_.preemptions = sched_->n_preemptions();
+}
+
+void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all) {
+  std::unique_lock<std::mutex> lk(mu_);
+  wake_.wait(lk, [&] { return stopping_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || sched_->has_work(); });
+  fresh->swap(inbox_);
+  cancels->swap(cancels_);
+  *cancel_all = cancel_all_;
+  cancel_all_ = false;
+}
+
+void ServingEngineImpl::loop() {
+  std::vector<Pending> fresh;
+  std::vector<ServeId> cancels;
+  for (;;) {
+    bool cancel_all = false;
+    fresh.clear();
+    cancels.clear();
+    take_inbox(&fresh, &cancels, &cancel_all);
+    for (Pending& p : fresh) {
+      auto r = std::make_unique<SchedRequest>();
+      r->id = p.id;
+      r->tokens = p.req.prompt;
+      r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
+      r->keys.tenant = p.req.tenant;
+      r->keys.cache_salt = p.req.cache_salt;
+      live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
+      sched_->add(std::move(r));
+    }
+    for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
+    if (cancel_all) {
+      std::vector<ServeId> ids;
+      for (const auto& [id, l] : live_) ids.push_back(id);
+      for (ServeId id : ids) finish(id, ServeFinish::kCancelled);
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stopping_ && live_.empty() && inbox_.empty()) break;
+    }
+    if (!sched_->has_work()) {
+      publish_stats();
+      continue;
+    }
+    SchedulerOutput out = sched_->schedule();
+    for (RequestId id : out.aborted) {
+      ServeEvent ev;
+      auto it = live_.find(id);
+      if (it != live_.end() && it->second.n_generated > 0) {
+        finish(id, ServeFinish::kLength);
+      } else {
+        ev.error = "the request does not fit in the KV cache (" + std::to_string(kv_->pool().n_blocks()) +
+                   " blocks of " + std::to_string(opts_.block_size) + " tokens); raise --kv-cache-mb";
+        finish(id, ServeFinish::kError, std::move(ev));
+      }
+    }
+    if (!out.seqs.empty()) {
+      run_step(out);
+    } else if (out.aborted.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nothing fits yet: do not spin
+    }
+    publish_stats();
+  }
+}
+
+void ServingEngineImpl::mark_scheduled(ServeId id, Live& l) {
+  (void)id;
+  if (l.scheduled) return;
+  l.scheduled = true;
+  l.queue_s = seconds(l.submitted, Clock::now());
+  std::lock_guard<std::mutex> lk(mu_);
+  --n_queued_;
+}
+
+void ServingEngineImpl::run_step(const SchedulerOutput& out) {
+  const int32_t bs = opts_.block_size;
+  Step step;
+  for (const ScheduledSeq& s : out.seqs) {
+    SchedRequest* r = s.req;
+    if (auto it = live_.find(r->id); it != live_.end()) mark_scheduled(r->id, it->second);
+    StepSeq q;
+    q.row_begin = static_cast<int32_t>(step.rows.size());
+    q.blocks = kv_->block_table(r->id);
+    for (int32_t i = 0; i < s.n; ++i) {
+      const int32_t pos = s.begin + i;
+      step.rows.push_back(TokenRow{r->tokens[pos], pos, int64_t{q.blocks[pos / bs]} * bs + pos % bs,
+                                   s.sample && i == s.n - 1});
+    }
+    q.row_end = static_cast<int32_t>(step.rows.size());
+    step.seqs.push_back(std::move(q));
+  }
+  Status st = runner_->execute(step, &logits_);
+  if (!st.is_ok()) {
+    for (const ScheduledSeq& s : out.seqs) {
+      ServeEvent ev;
+      ev.error = st.message();
+      finish(s.req->id, ServeFinish::kError, std::move(ev));
+    }
+    return;
+  }
+  sched_->on_step_done(out);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.steps;
+  }
+  const int64_t n_vocab = model_->spec.n_vocab;
+  int64_t j = 0;
+  std::vector<std::pair<ServeId, int64_t>> to_sample;
+  for (const ScheduledSeq& s : out.seqs) {
+    if (s.sample) to_sample.emplace_back(s.req->id, j++);
+  }
+  for (const auto& [id, row] : to_sample) on_logits(id, {logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab)});
+}
+
+void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
+  auto it = live_.find(id);
+  SchedRequest* r = sched_->find(id);
+  if (it == live_.end() || r == nullptr) return;
+  Live& l = it->second;
+  ServeEvent ev;
+  if (!l.first_sent) {
+    l.first_sent = true;
+    l.ttft_s = seconds(l.submitted, Clock::now());
+    ev.prompt_tokens = l.n_prompt;
+    ev.cached_tokens = std::max(0, r->n_cached_prompt);
+    ev.queue_s = l.queue_s;
+    ev.ttft_s = l.ttft_s;
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.prompt_tokens += l.n_prompt;
+  }
+  SampleResult sr = l.sampler.sample(logits);
+  if (!l.ignore_eos && tokenizer_->is_eog(sr.id)) {
+    finish(id, ServeFinish::kStop, std::move(ev));
+    return;
+  }
+  ++l.n_generated;
+  const int32_t token = sr.id;
+  ev.samples.push_back(std::move(sr));
+  ev.text = l.stops.push(l.detok.push(token));
+  if (l.stops.stopped()) {
+    finish(id, ServeFinish::kStop, std::move(ev));
+  } else if (l.n_generated >= l.max_tokens || static_cast<int64_t>(r->tokens.size()) >= max_model_len_) {
+    // The next token would be computed at position tokens.size(): past the context.
+    finish(id, ServeFinish::kLength, std::move(ev));
+  } else {
+    sched_->append_token(id, token);
+    l.sink(std::move(ev));
+  }
+}
+
+void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  Live& l = it->second;
+  if (why != ServeFinish::kError && why != ServeFinish::kCancelled && !l.stops.stopped()) {
+    ev.text += l.stops.push(l.detok.flush()) + l.stops.flush();
+  }
+  ev.finish = why;
+  ev.prompt_tokens = l.n_prompt;
+  if (SchedRequest* r = sched_->find(id)) ev.cached_tokens = std::max(0, r->n_cached_prompt);
+  ev.completion_tokens = l.n_generated;
+  ev.queue_s = l.queue_s;
+  ev.ttft_s = l.ttft_s;
+  const bool was_queued = !l.scheduled;
+  l.sink(std::move(ev));
+  sched_->finish(id);
+  live_.erase(it);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (was_queued) --n_queued_;
+    --n_live_;
+  }
+  idle_.notify_all();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ServingEngine>> create_serving_engine(const ServingOptions& opts) {
+  AKV_ASSIGN_OR_RETURN(auto e, ServingEngineImpl::create(opts));
+  return std::unique_ptr<ServingEngine>(std::move(e));
+}
+
+const char* serve_finish_name(ServeFinish f) {
+  switch (f) {
+    case ServeFinish::kStop: return "stop";
+    case ServeFinish::kLength: return "length";
+    case ServeFinish::kCancelled: return "cancelled";
+    case ServeFinish::kError: return "error";
+    case ServeFinish::kNone: break;
+  }
+  return "";
+}
+
+}  // namespace agentkv

@@ -1,0 +1,32 @@
+// A request as the scheduler sees it: token ids and how many of them have KV
+// in the cache. Sampling, detokenisation and stop strings live with the
+// engine; the scheduler only decides which tokens are computed when.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/kv_manager.h"
+
+namespace agentkv {
+
+enum class RequestState { kWaiting, kRunning, kFinished };
+
+struct SchedRequest {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // prompt, then every generated token
+  int32_t n_prompt = 0;
+  // Tokens whose KV is in the request's blocks. tokens.size() - n_computed
+  // tokens are still to run: the prompt (in chunks), then one per decode
+  // step. Preemption resets it to 0 (recompute), never loses tokens.
+  int32_t n_computed = 0;
+  ExtraKeys keys;               // lineage + namespace of every block it writes
+  RequestState state = RequestState::kWaiting;
+  // Prompt tokens that came from the prefix cache at first admission (what
+  // the API reports as cached_tokens); -1 until then.
+  int32_t n_cached_prompt = -1;
+  int32_t n_preemptions = 0;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,127 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+namespace agentkv {
+
+namespace {
+int32_t remaining(const SchedRequest& r) { return static_cast<int32_t>(r.tokens.size()) - r.n_computed; }
+}  // namespace
+
+Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg) : kv_(kv), cfg_(cfg) {
+  cfg_.max_batch_tokens = std::max(1, cfg_.max_batch_tokens);
+  cfg_.max_running = std::max(1, cfg_.max_running);
+}
+
+void Scheduler::add(std::unique_ptr<SchedRequest> req) {
+  req->state = RequestState::kWaiting;
+  req->n_computed = 0;
+  SchedRequest* r = req.get();
+  all_[r->id] = std::move(req);
+  waiting_.push_back(r);
+}
+
+SchedRequest* Scheduler::find(RequestId id) {
+  auto it = all_.find(id);
+  return it == all_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::preempt(SchedRequest* r, SchedulerOutput* out) {
+  kv_->free(r->id);
+  r->n_computed = 0;
+  r->state = RequestState::kWaiting;
+  ++r->n_preemptions;
+  ++n_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), r));
+  waiting_.push_front(r);
+  out->preempted.push_back(r->id);
+}
+
+bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out) {
+  for (;;) {
+    const int32_t need = end - kv_->num_slots(r->id);
+    if (need <= 0 || kv_->allocate_slots(r->id, need).is_ok()) return true;
+    // Out of blocks: the latest admitted request gives its blocks back.
+    SchedRequest* victim = running_.back();
+    preempt(victim, out);
+    if (victim == r) return false;
+  }
+}
+
+int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
+  SchedRequest* r = waiting_.front();
+  KvBlocks hit;
+  if (cfg_.prefix_caching) hit = kv_->get_computed_blocks(r->tokens, r->keys);
+  const int32_t n_hit = hit.n_tokens();
+  const int32_t n = std::min(static_cast<int32_t>(r->tokens.size()) - n_hit, budget);
+  if (!kv_->allocate_slots(r->id, n, hit).is_ok()) {
+    if (running_.empty() && out->seqs.empty()) {
+      // The whole pool is free or evictable and still too small for this
+      // request's next chunk: it can never run.
+      waiting_.pop_front();
+      out->aborted.push_back(r->id);
+      all_.erase(r->id);
+    }
+    return 0;
+  }
+  waiting_.pop_front();
+  r->state = RequestState::kRunning;
+  r->n_computed = n_hit;
+  if (r->n_cached_prompt < 0) {
+    r->n_cached_prompt = n_hit;
+    n_hit_tokens_ += n_hit;
+  }
+  running_.push_back(r);
+  out->seqs.push_back({r, n_hit, n, n_hit + n == static_cast<int32_t>(r->tokens.size())});
+  return n;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  int32_t budget = cfg_.max_batch_tokens;
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    SchedRequest* r = running_[i];
+    const int32_t n = std::min(remaining(*r), budget);
+    if (n <= 0) continue;
+    if (!ensure_slots(r, r->n_computed + n, &out)) break;  // r preempted itself: it was the last
+    out.seqs.push_back({r, r->n_computed, n, r->n_computed + n == static_cast<int32_t>(r->tokens.size())});
+    budget -= n;
+  }
+  // As vLLM: no admissions in a step that had to preempt.
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < cfg_.max_running) {
+    const size_t n_aborted = out.aborted.size();
+    const int32_t n = admit(budget, &out);
+    if (n > 0) {
+      budget -= n;
+    } else if (out.aborted.size() == n_aborted) {
+      break;  // no room until something finishes
+    }
+  }
+  return out;
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& out) {
+  for (const ScheduledSeq& s : out.seqs) {
+    SchedRequest* r = s.req;
+    r->n_computed = s.begin + s.n;
+    if (cfg_.prefix_caching) {
+      kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), r->keys);
+    }
+  }
+}
+
+void Scheduler::append_token(RequestId id, int32_t token) {
+  if (SchedRequest* r = find(id)) r->tokens.push_back(token);
+}
+
+void Scheduler::finish(RequestId id) {
+  SchedRequest* r = find(id);
+  if (!r) return;
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), r); it != waiting_.end()) waiting_.erase(it);
+  if (auto it = std::find(running_.begin(), running_.end(), r); it != running_.end()) running_.erase(it);
+  if (kv_->has_request(id)) kv_->free(id);
+  all_.erase(id);
+}
+
+}  // namespace agentkv

@@ -1,0 +1,100 @@
+// Continuous batching with chunked prefill (vLLM v1's scheduler, reduced):
+// every step spends at most max_batch_tokens token rows, first on running
+// requests in arrival order (one decode token each, or the next prefill
+// chunk), then on waiting requests FCFS, each admitted with its longest
+// cached prefix. When the pool cannot supply blocks, the most recently
+// admitted running request is preempted: its blocks are freed (they stay
+// cached, so the recompute usually hits) and it goes back to the head of the
+// queue with all its tokens, to be recomputed later. Nothing is dropped.
+//
+// Single-threaded: the engine thread owns it.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/kv_manager.h"
+#include "sched/request.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct SchedulerConfig {
+  int32_t max_batch_tokens = 512;  // token rows per step
+  int32_t max_running = 64;        // sequences per step
+  bool prefix_caching = true;
+};
+
+// One sequence's share of a step: compute tokens [begin, begin + n).
+struct ScheduledSeq {
+  SchedRequest* req = nullptr;
+  int32_t begin = 0;
+  int32_t n = 0;
+  bool sample = false;  // the chunk ends at the last token: sample the next one
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledSeq> seqs;
+  std::vector<RequestId> preempted;  // sent back to the queue this step
+  // Requests that can never run: alone they need more blocks than the pool
+  // has. The engine finishes them (error, or "length" if they have output);
+  // they are already out of the scheduler.
+  std::vector<RequestId> aborted;
+  int32_t n_tokens() const {
+    int32_t t = 0;
+    for (const auto& s : seqs) t += s.n;
+    return t;
+  }
+};
+
+class Scheduler {
+ public:
+  Scheduler(KvManager* kv, SchedulerConfig cfg);
+
+  // Queues a request (state kWaiting, n_computed 0, tokens non-empty). The
+  // caller bounds the queue; the scheduler accepts anything.
+  void add(std::unique_ptr<SchedRequest> req);
+
+  // Plans the next step. Allocates the KV slots it needs (evicting cached
+  // blocks, preempting when that is not enough).
+  SchedulerOutput schedule();
+
+  // After the runner executed `out`: advances n_computed and registers the
+  // blocks that filled up in the prefix index.
+  void on_step_done(const SchedulerOutput& out);
+
+  // A token sampled for the request (it runs in the next step).
+  void append_token(RequestId id, int32_t token);
+
+  // Removes the request (finished or cancelled) and frees its blocks; they
+  // stay cached. Unknown ids are ignored.
+  void finish(RequestId id);
+
+  SchedRequest* find(RequestId id);
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  int64_t n_preemptions() const { return n_preemptions_; }
+  int64_t n_prefix_hit_tokens() const { return n_hit_tokens_; }
+  const SchedulerConfig& config() const { return cfg_; }
+
+ private:
+  // Makes the request's slots reach `end` tokens, preempting from the back of
+  // running_ as needed. False if the request itself had to be preempted.
+  bool ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out);
+  void preempt(SchedRequest* r, SchedulerOutput* out);
+  // Admits waiting_.front() with up to `budget` tokens; 0 if it cannot.
+  int32_t admit(int32_t budget, SchedulerOutput* out);
+
+  KvManager* kv_;
+  SchedulerConfig cfg_;
+  std::unordered_map<RequestId, std::unique_ptr<SchedRequest>> all_;
+  std::deque<SchedRequest*> waiting_;
+  std::vector<SchedRequest*> running_;  // admission order
+  int64_t n_preemptions_ = 0;
+  int64_t n_hit_tokens_ = 0;
+};
+
+}  // namespace agentkv

@@ -1,0 +1,251 @@
+// The scheduler on the CPU with no model: the runner is elided (a step only
+// advances n_computed), so these tests check the plan itself: token budgets,
+// chunked prefill, decode, prefix hits, namespaces, preemption and aborts.
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <numeric>
+#include <random>
+
+namespace agentkv {
+namespace {
+
+constexpr int32_t kBs = 4;
+
+std::unique_ptr<SchedRequest> make_req(RequestId id, std::vector<int32_t> tokens, ExtraKeys keys = {}) {
+  auto r = std::make_unique<SchedRequest>();
+  r->id = id;
+  r->n_prompt = static_cast<int32_t>(tokens.size());
+  r->tokens = std::move(tokens);
+  r->keys = std::move(keys);
+  return r;
+}
+
+std::vector<int32_t> iota_tokens(int32_t n, int32_t first = 100) {
+  std::vector<int32_t> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+// Runs one step with the runner elided; sampled requests get token 7.
+SchedulerOutput step(Scheduler& s) {
+  SchedulerOutput out = s.schedule();
+  s.on_step_done(out);
+  for (const auto& q : out.seqs) {
+    if (q.sample) s.append_token(q.req->id, 7);
+  }
+  return out;
+}
+
+TEST(Scheduler, ChunkedPrefillThenDecode) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {/*max_batch_tokens=*/32, /*max_running=*/8, true});
+  s.add(make_req(1, iota_tokens(70)));
+  std::vector<int32_t> chunks;
+  for (int i = 0; i < 3; ++i) {
+    SchedulerOutput out = step(s);
+    ASSERT_EQ(out.seqs.size(), 1u);
+    chunks.push_back(out.seqs[0].n);
+    EXPECT_EQ(out.seqs[0].sample, i == 2);
+  }
+  EXPECT_EQ(chunks, (std::vector<int32_t>{32, 32, 6}));
+  SchedulerOutput out = step(s);  // decode the sampled token
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].begin, 70);
+  EXPECT_EQ(out.seqs[0].n, 1);
+  EXPECT_TRUE(out.seqs[0].sample);
+  EXPECT_EQ(kv.num_slots(1), 71);
+}
+
+TEST(Scheduler, RunningFirstThenWaitingWithinBudget) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {16, 8, true});
+  s.add(make_req(1, iota_tokens(10, 0)));
+  step(s);  // 1 is prefilled and sampled
+  s.add(make_req(2, iota_tokens(30, 500)));
+  SchedulerOutput out = step(s);
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].req->id, 1u);  // decode first
+  EXPECT_EQ(out.seqs[0].n, 1);
+  EXPECT_EQ(out.seqs[1].req->id, 2u);  // then the new prompt, cut to the budget
+  EXPECT_EQ(out.seqs[1].n, 15);
+  EXPECT_FALSE(out.seqs[1].sample);
+  EXPECT_EQ(out.n_tokens(), 16);
+}
+
+TEST(Scheduler, MaxRunningBoundsTheBatch) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {512, 2, true});
+  for (RequestId id = 1; id <= 3; ++id) s.add(make_req(id, iota_tokens(5, int32_t(id) * 100)));
+  SchedulerOutput out = step(s);
+  EXPECT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(s.n_waiting(), 1);
+  s.finish(1);
+  out = step(s);
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[1].req->id, 3u);
+}
+
+TEST(Scheduler, PrefixHitAtAdmissionAndNamespaces) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {512, 8, true});
+  std::vector<int32_t> prompt = iota_tokens(18);  // 4 full blocks + 2
+  s.add(make_req(1, prompt, {"", "tenantA", ""}));
+  step(s);
+  s.finish(1);
+
+  s.add(make_req(2, prompt, {"", "tenantA", ""}));    // same namespace: 16 cached tokens
+  s.add(make_req(3, prompt, {"", "tenantB", ""}));    // other tenant: none
+  s.add(make_req(4, prompt, {"", "tenantA", "salt"}));  // other salt in the tenant: none
+  SchedulerOutput out = step(s);
+  ASSERT_EQ(out.seqs.size(), 3u);
+  EXPECT_EQ(out.seqs[0].begin, 16);
+  EXPECT_EQ(out.seqs[0].n, 2);
+  EXPECT_EQ(s.find(2)->n_cached_prompt, 16);
+  EXPECT_EQ(out.seqs[1].begin, 0);
+  EXPECT_EQ(s.find(3)->n_cached_prompt, 0);
+  EXPECT_EQ(s.find(4)->n_cached_prompt, 0);
+  EXPECT_EQ(s.n_prefix_hit_tokens(), 16);
+}
+
+TEST(Scheduler, GeneratedBlocksAreCachedToo) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {512, 8, true});
+  s.add(make_req(1, iota_tokens(6)));
+  for (int i = 0; i < 4; ++i) step(s);  // prompt + 3 decode steps: 6 + 3 computed, 4 sampled
+  std::vector<int32_t> full = s.find(1)->tokens;
+  ASSERT_EQ(full.size(), 10u);
+  s.finish(1);
+  s.add(make_req(2, full));  // the conversation continues from the generated text
+  SchedulerOutput out = step(s);
+  EXPECT_EQ(out.seqs[0].begin, 8);  // two full blocks, one of them holding generated tokens
+}
+
+TEST(Scheduler, NoPrefixCachingMeansNoHits) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {512, 8, false});
+  s.add(make_req(1, iota_tokens(18)));
+  step(s);
+  s.finish(1);
+  s.add(make_req(2, iota_tokens(18)));
+  SchedulerOutput out = step(s);
+  EXPECT_EQ(out.seqs[0].begin, 0);
+  EXPECT_EQ(s.n_prefix_hit_tokens(), 0);
+}
+
+TEST(Scheduler, PreemptsTheLatestAndRecomputesItLater) {
+  KvManager kv(6, kBs);  // 24 tokens of KV
+  Scheduler s(&kv, {512, 8, true});
+  s.add(make_req(1, iota_tokens(8, 0)));
+  s.add(make_req(2, iota_tokens(8, 500)));
+  step(s);  // both prefilled: 4 blocks held
+  // Each decodes; at 12 tokens each they need 6 blocks; the 13th token needs a 7th.
+  bool preempted = false;
+  for (int i = 0; i < 12 && !preempted; ++i) {
+    SchedulerOutput out = step(s);
+    if (!out.preempted.empty()) {
+      preempted = true;
+      EXPECT_EQ(out.preempted, std::vector<RequestId>{2});
+      ASSERT_EQ(out.seqs.size(), 1u);
+      EXPECT_EQ(out.seqs[0].req->id, 1u);
+    }
+  }
+  ASSERT_TRUE(preempted);
+  SchedRequest* r2 = s.find(2);
+  EXPECT_EQ(r2->state, RequestState::kWaiting);
+  EXPECT_EQ(r2->n_computed, 0);
+  EXPECT_GT(r2->tokens.size(), 8u);  // keeps what it generated
+  const size_t kept = r2->tokens.size();
+  s.finish(1);
+  SchedulerOutput out = step(s);  // 2 comes back first, recomputing prompt + output
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].req->id, 2u);
+  EXPECT_EQ(out.seqs[0].begin + out.seqs[0].n, static_cast<int32_t>(kept));
+  EXPECT_TRUE(out.seqs[0].sample);
+  EXPECT_EQ(s.n_preemptions(), 1);
+}
+
+TEST(Scheduler, ARequestLargerThanThePoolIsAborted) {
+  KvManager kv(4, kBs);
+  Scheduler s(&kv, {512, 8, true});
+  s.add(make_req(1, iota_tokens(40)));
+  s.add(make_req(2, iota_tokens(5)));
+  SchedulerOutput out = step(s);
+  EXPECT_EQ(out.aborted, std::vector<RequestId>{1});
+  EXPECT_EQ(s.find(1), nullptr);
+  ASSERT_EQ(out.seqs.size(), 1u);  // the next one still runs in the same step
+  EXPECT_EQ(out.seqs[0].req->id, 2u);
+}
+
+TEST(Scheduler, FinishWhileWaitingOrRunningFreesEverything) {
+  KvManager kv(16, kBs);
+  Scheduler s(&kv, {8, 8, true});
+  s.add(make_req(1, iota_tokens(20)));
+  s.add(make_req(2, iota_tokens(20, 900)));
+  step(s);  // 1 partially prefilled, 2 waiting
+  s.finish(2);
+  s.finish(1);
+  s.finish(99);  // unknown: ignored
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(kv.usage().n_used, 0);
+}
+
+// Many requests of random sizes through a small pool with preemption: every
+// request ends with exactly its tokens, the budget is respected every step,
+// and at the end no block is held.
+TEST(Scheduler, RandomWorkloadRunsToCompletion) {
+  std::mt19937 rng(42);
+  int64_t total_preemptions = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    const int32_t n_blocks = 12 + static_cast<int32_t>(rng() % 20);
+    KvManager kv(n_blocks, kBs);
+    const int32_t budget = 4 + static_cast<int32_t>(rng() % 40);
+    Scheduler s(&kv, {budget, 1 + static_cast<int32_t>(rng() % 6), trial % 2 == 0});
+    std::map<RequestId, int32_t> want_total;  // prompt + max new tokens
+    std::map<RequestId, int32_t> done_len;
+    const int n_req = 30;
+    for (RequestId id = 1; id <= n_req; ++id) {
+      const int32_t plen = 1 + static_cast<int32_t>(rng() % 20);
+      std::vector<int32_t> toks(plen);
+      for (auto& t : toks) t = static_cast<int32_t>(rng() % 3);  // small alphabet: many shared prefixes
+      want_total[id] = plen + 1 + static_cast<int32_t>(rng() % 12);
+      s.add(make_req(id, std::move(toks)));
+    }
+    int steps = 0;
+    while (s.has_work() && steps < 20000) {
+      ++steps;
+      SchedulerOutput out = s.schedule();
+      ASSERT_LE(out.n_tokens(), budget);
+      for (RequestId id : out.aborted) done_len[id] = -1;
+      s.on_step_done(out);
+      for (const auto& q : out.seqs) {
+        ASSERT_EQ(q.req->n_computed, q.begin + q.n);
+        ASSERT_GE(kv.num_slots(q.req->id), q.req->n_computed);
+        if (!q.sample) continue;
+        const RequestId id = q.req->id;
+        if (static_cast<int32_t>(q.req->tokens.size()) + 1 >= want_total[id]) {
+          done_len[id] = static_cast<int32_t>(q.req->tokens.size()) + 1;
+          s.finish(id);
+        } else {
+          s.append_token(id, static_cast<int32_t>(rng() % 3));
+        }
+      }
+      const KvUsage u = kv.usage();
+      ASSERT_EQ(u.n_used + u.n_cached + u.n_free, u.n_total);
+    }
+    ASSERT_FALSE(s.has_work()) << "trial " << trial << " did not finish";
+    for (const auto& [id, total] : want_total) {
+      // Requests are at most 32 tokens (8 blocks) and the pool has 12 or
+      // more, so none is aborted and each reaches exactly its length.
+      EXPECT_EQ(done_len[id], total) << "trial " << trial << " request " << id;
+    }
+    EXPECT_EQ(kv.usage().n_used, 0);
+    total_preemptions += s.n_preemptions();
+  }
+  EXPECT_GT(total_preemptions, 0);  // the pools were small enough to force it
+}
+
+}  // namespace
+}  // namespace agentkv
