@@ -1,0 +1,48 @@
+// POST /v1/completions and /v1/chat/completions: parse, tokenize, submit to
+// the engine, answer with one JSON object or an SSE stream.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentkv/serving.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "tokenizer/chat_template.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace agentkv::server {
+
+// What one completion request needs from the server.
+struct CompletionEnv {
+  ServingEngine* engine = nullptr;
+  ServerMetrics* metrics = nullptr;
+  std::string model_name;
+  RequestLimits limits;
+  std::optional<ChatTemplateKind> chat_kind;  // absent: chat requests fail with chat_kind_error
+  std::string chat_kind_error;
+  std::string tenant;
+  uint64_t serial = 0;  // makes the response id
+  // Called exactly once, when the response has been written or abandoned
+  // (for a stream: after its last chunk, from the releaser of httplib's
+  // content provider).
+  std::function<void()> on_finished;
+};
+
+void handle_completion(CompletionEnv env, const httplib::Request& req, httplib::Response& res, bool chat);
+
+// Writes `e` as the response: status and OpenAI's JSON error body.
+void write_error(httplib::Response& res, const ApiError& e);
+
+// "stop" / "length" for finished requests; "" otherwise.
+const char* finish_reason_name(ServeFinish f);
+
+}  // namespace agentkv::server

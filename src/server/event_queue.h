@@ -1,0 +1,46 @@
+// The hand-off between the engine thread and one request's HTTP handler: the
+// ServeSink pushes (never blocks beyond a short lock) and the handler waits.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "agentkv/serving.h"
+
+namespace agentkv::server {
+
+struct TimedEvent {
+  ServeEvent event;
+  std::chrono::steady_clock::time_point arrived;  // when the engine delivered it
+};
+
+class EventQueue {
+ public:
+  void push(ServeEvent&& e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      q_.push_back({std::move(e), std::chrono::steady_clock::now()});
+    }
+    cv_.notify_one();
+  }
+
+  // Everything queued, waiting up to `timeout` for at least one event.
+  std::vector<TimedEvent> pop_all(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [&] { return !q_.empty(); });
+    std::vector<TimedEvent> out(std::make_move_iterator(q_.begin()), std::make_move_iterator(q_.end()));
+    q_.clear();
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TimedEvent> q_;
+};
+
+}  // namespace agentkv::server

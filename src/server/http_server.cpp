@@ -1,0 +1,315 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <random>
+
+#include "server/completion_handler.h"
+#include "server/openai_response.h"
+#include "tokenizer/tokenizer.h"
+
+namespace agentkv::server {
+namespace {
+
+using json = nlohmann::json;
+
+// httplib (as Debian builds it) listens with a backlog of 5: a burst of
+// clients connecting at once would wait for SYN retransmits.
+constexpr int kListenBacklog = 1024;
+
+ApiError error_for_status(int status) {
+  ApiError e;
+  e.status = status;
+  switch (status) {
+    case 404:
+      e.message = "Not found";
+      e.code = "not_found";
+      break;
+    case 405:
+      e.message = "Method not allowed";
+      e.code = "method_not_allowed";
+      break;
+    case 413:
+      e.message = "The request body is too large";
+      e.code = "request_too_large";
+      break;
+    default:
+      e.message = status == 400 ? "Malformed HTTP request" : "HTTP error " + std::to_string(status);
+      if (status >= 500) e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+ApiError unavailable(const std::string& why) {
+  ApiError e;
+  e.status = 503;
+  e.type = "server_error";
+  e.code = "unavailable";
+  e.message = why;
+  return e;
+}
+
+}  // namespace
+
+struct HttpServer::ListenServer : httplib::Server {
+  // Linux lets listen() be called again on a listening socket to change its
+  // backlog.
+  void widen_backlog(int n) {
+    const socket_t s = svr_sock_;
+    if (s != INVALID_SOCKET) ::listen(s, n);
+  }
+};
+
+HttpServer::HttpServer(ServerConfig cfg)
+    : cfg_(std::move(cfg)),
+      http_(std::make_unique<ListenServer>()),
+      requests_waiting_(registry_.gauge("agentkv_requests_waiting", "Requests queued in the engine.")),
+      requests_running_(
+          registry_.gauge("agentkv_requests_running", "Requests being computed by the engine.")),
+      preemptions_(
+          registry_.counter("agentkv_preemptions_total", "Sequences preempted for lack of KV blocks.")) {
+  // Response ids differ across restarts.
+  next_id_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  setup_routes();
+}
+
+HttpServer::HttpServer(ServingEngine& engine, ServerConfig cfg) : HttpServer(std::move(cfg)) {
+  const Status st = attach(engine);
+  if (!st.is_ok()) {
+    std::fprintf(stderr, "agentkv: %s\n", st.message().c_str());
+    std::abort();
+  }
+}
+
+HttpServer::~HttpServer() {
+  if (port_ != 0) shutdown();
+}
+
+Status HttpServer::attach(ServingEngine& engine) {
+  limits_ = cfg_.limits;
+  limits_.max_tokens = engine.max_model_len();
+  limits_.vocab_size = engine.vocab_size();
+  chat_kind_.reset();
+  if (!cfg_.chat_template.empty()) {
+    AKV_ASSIGN_OR_RETURN(ChatTemplateKind k, chat_template_from_name(cfg_.chat_template));
+    chat_kind_ = k;
+  } else {
+    Result<ChatTemplateKind> k = chat_template_detect(engine.tokenizer().vocab().chat_template);
+    if (k.is_ok()) {
+      chat_kind_ = *k;
+    } else {
+      chat_kind_error_ = "this model has no chat template the server knows (" + k.status().message() +
+                         "); start the server with --chat-template chatml|llama3|mistral";
+    }
+  }
+  engine_.store(&engine, std::memory_order_release);
+  return Status::ok();
+}
+
+Result<int> HttpServer::start() {
+  // A client that disconnects mid-write must not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  int port = cfg_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(cfg_.host);
+  } else if (!http_->bind_to_port(cfg_.host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    return make_error(ErrorCode::kIo, "cannot listen on ", cfg_.host, ":", cfg_.port,
+                      " (address in use or not local?)");
+  }
+  http_->widen_backlog(kListenBacklog);
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  // stop() is a no-op until the listener runs; wait so shutdown() cannot miss it.
+  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  port_ = port;
+  return port;
+}
+
+void HttpServer::shutdown() {
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (stopped_) return;
+  draining_ = true;
+  if (ServingEngine* e = engine_.load(std::memory_order_acquire)) e->drain(cfg_.shutdown_timeout_s);
+  {
+    // Every request has its final event now (drain cancels the late ones);
+    // wait for the streams to write it. Bounded: a write times out.
+    std::unique_lock<std::mutex> l(active_mu_);
+    active_cv_.wait_for(l, std::chrono::seconds(15), [&] { return active_ == 0; });
+  }
+  http_->stop();
+  if (listener_.joinable()) listener_.join();
+  stopped_ = true;
+}
+
+void HttpServer::request_begin() {
+  std::lock_guard<std::mutex> l(active_mu_);
+  ++active_;
+}
+
+void HttpServer::request_end() {
+  {
+    std::lock_guard<std::mutex> l(active_mu_);
+    --active_;
+  }
+  active_cv_.notify_all();
+}
+
+void HttpServer::setup_routes() {
+  httplib::Server& s = *http_;
+  const int n_threads = std::max(1, cfg_.n_http_threads);
+  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  // httplib answers 413 (reading and discarding the body) past this size.
+  s.set_payload_max_length(cfg_.limits.max_body_bytes);
+
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    // A chunked request body has no size limit in this httplib; require a length.
+    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
+      ApiError e;
+      e.status = 411;
+      e.code = "length_required";
+      e.message = "a request body needs a Content-Length (chunked bodies are not accepted)";
+      write_error(res, e);
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // Statuses httplib sets itself (404, 413, 400 for a malformed request)
+  // still get an OpenAI error body.
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        write_error(res, error_for_status(res.status));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    ApiError e = error_for_status(500);
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& ex) {
+      e.message = std::string("internal error: ") + ex.what();
+    } catch (...) {
+      e.message = "internal error";
+    }
+    write_error(res, e);
+  });
+  s.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+    metrics_.requests(std::to_string(res.status)).inc();
+  });
+
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    handle_completions(req, res, false);
+  });
+  s.Post("/v1/chat/completions",
+         [this](const httplib::Request& req, httplib::Response& res) { handle_completions(req, res, true); });
+  s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+    if (authorize(req, res, nullptr)) handle_models(res);
+  });
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { handle_health(res); });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
+
+  // The known paths with the wrong method.
+  auto not_allowed = [](const char* allow) {
+    return [allow](const httplib::Request&, httplib::Response& res) {
+      write_error(res, error_for_status(405));
+      res.set_header("Allow", allow);
+    };
+  };
+  s.Get("/v1/completions", not_allowed("POST"));
+  s.Get("/v1/chat/completions", not_allowed("POST"));
+  for (const char* path : {"/v1/models", "/health", "/metrics"}) {
+    s.Post(path, not_allowed("GET"));
+    s.Put(path, not_allowed("GET"));
+    s.Delete(path, not_allowed("GET"));
+  }
+}
+
+bool HttpServer::authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant) const {
+  if (cfg_.api_keys.empty()) return true;
+  const std::string h = req.get_header_value("Authorization");
+  static const std::string kBearer = "Bearer ";
+  if (h.compare(0, kBearer.size(), kBearer) == 0) {
+    auto it = cfg_.api_keys.find(h.substr(kBearer.size()));
+    if (it != cfg_.api_keys.end()) {
+      if (tenant) *tenant = it->second;
+      return true;
+    }
+  }
+  ApiError e;
+  e.status = 401;
+  e.code = "invalid_api_key";
+  e.message =
+      h.empty() ? "Missing API key: send 'Authorization: Bearer <key>'" : "Incorrect API key provided";
+  write_error(res, e);
+  res.set_header("WWW-Authenticate", "Bearer");
+  return false;
+}
+
+void HttpServer::handle_completions(const httplib::Request& req, httplib::Response& res, bool chat) {
+  std::string tenant;
+  if (!authorize(req, res, &tenant)) return;
+  ServingEngine* engine = engine_.load(std::memory_order_acquire);
+  if (draining_) return write_error(res, unavailable("the server is shutting down"));
+  if (!engine) return write_error(res, unavailable("the model is still loading"));
+  request_begin();
+  CompletionEnv env;
+  env.engine = engine;
+  env.metrics = &metrics_;
+  env.model_name = cfg_.model_name;
+  env.limits = limits_;
+  env.chat_kind = chat_kind_;
+  env.chat_kind_error = chat_kind_error_;
+  env.tenant = std::move(tenant);
+  env.serial = next_id_.fetch_add(1);
+  env.on_finished = [this] { request_end(); };
+  handle_completion(std::move(env), req, res, chat);
+}
+
+void HttpServer::handle_models(httplib::Response& res) const {
+  json model = {{"id", cfg_.model_name},
+                {"object", "model"},
+                {"created", static_cast<int64_t>(std::time(nullptr))},
+                {"owned_by", "agentkv"}};
+  if (ServingEngine* e = engine_.load(std::memory_order_acquire)) model["max_model_len"] = e->max_model_len();
+  res.set_content(dump_json({{"object", "list"}, {"data", json::array({std::move(model)})}}),
+                  "application/json");
+}
+
+void HttpServer::handle_health(httplib::Response& res) const {
+  const char* state = "ok";
+  if (draining_) {
+    state = "draining";
+  } else if (!engine_.load(std::memory_order_acquire)) {
+    state = "loading";
+  }
+  res.status = std::string(state) == "ok" ? 200 : 503;
+  res.set_content(dump_json({{"status", state}}), "application/json");
+}
+
+void HttpServer::handle_metrics(httplib::Response& res) {
+  if (ServingEngine* e = engine_.load(std::memory_order_acquire)) {
+    const ServingStats st = e->stats();
+    std::lock_guard<std::mutex> lock(scrape_mu_);
+    metrics_.kv_blocks_used.set(st.kv_blocks_used);
+    metrics_.kv_blocks_cached.set(st.kv_blocks_cached);
+    metrics_.kv_blocks_free.set(st.kv_blocks_free);
+    requests_waiting_.set(st.n_waiting);
+    requests_running_.set(st.n_running);
+    // The engine keeps totals; Prometheus counters only go up by deltas.
+    const double hits = static_cast<double>(st.prefix_hit_tokens) - metrics_.prefix_hit_tokens.value();
+    if (hits > 0) metrics_.prefix_hit_tokens.inc(hits);
+    const double pre = static_cast<double>(st.preemptions) - preemptions_.value();
+    if (pre > 0) preemptions_.inc(pre);
+  }
+  res.set_content(registry_.expose(), kMetricsContentType);
+}
+
+}  // namespace agentkv::server

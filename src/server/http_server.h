@@ -1,0 +1,124 @@
+// The OpenAI-compatible HTTP server: cpp-httplib in front of a ServingEngine.
+//
+//   POST /v1/completions, /v1/chat/completions   (JSON or SSE stream)
+//   GET  /v1/models, /health, /metrics
+//
+// Every error is OpenAI's {"error":{...}} body. Each request handler blocks one
+// httplib worker thread while its request runs (the engine delivers events to
+// a per-request queue that the handler waits on), so the pool is sized for the
+// number of concurrent clients (ServerConfig::n_http_threads).
+//
+// Lifecycle: start() binds and listens; attach() hands over the engine (until
+// then POSTs and /health answer 503, so the port is up while the model loads);
+// shutdown() stops accepting work, lets the engine drain, waits for responses
+// that are still being written, then stops the listener.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agentkv/serving.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "tokenizer/chat_template.h"
+#include "util/status.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace agentkv::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;                              // 0: an ephemeral port (see HttpServer::port())
+  std::string model_name = "agentkv";           // the only `model` requests may name
+  std::map<std::string, std::string> api_keys;  // bearer key -> tenant; empty: no auth, tenant ""
+  std::string chat_template;                    // chatml | llama3 | mistral; empty: from the model file
+  double shutdown_timeout_s = 30;               // how long shutdown() lets running requests finish
+  RequestLimits limits;                         // max_tokens and vocab_size are taken from the engine
+  int n_http_threads = 128;                     // concurrent connections being served
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerConfig cfg);
+  // Same as HttpServer(cfg) followed by attach(engine); aborts on a bad
+  // chat_template name (use the two-step form to get the error).
+  HttpServer(ServingEngine& engine, ServerConfig cfg);
+  ~HttpServer();  // shutdown() if still running
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Serve requests with `engine` from now on. Errors on an unknown
+  // chat_template name. The engine must outlive the server.
+  Status attach(ServingEngine& engine);
+
+  // Binds host:port and starts the listener thread; returns the bound port.
+  Result<int> start();
+  int port() const { return port_; }
+
+  // Drains and stops (idempotent, blocking): new POSTs and /health get 503,
+  // engine.drain(shutdown_timeout_s), streams still being written finish,
+  // then the listener stops. Safe to call from any thread but a handler.
+  void shutdown();
+  bool draining() const { return draining_.load(); }
+
+  MetricsRegistry& registry() { return registry_; }
+
+ private:
+  struct ListenServer;  // httplib::Server with a larger listen backlog
+
+  void setup_routes();
+  bool authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant) const;
+  void handle_completions(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle_models(httplib::Response& res) const;
+  void handle_health(httplib::Response& res) const;
+  void handle_metrics(httplib::Response& res);
+
+  // Requests between acceptance and the end of their response; shutdown()
+  // waits for zero before stopping the listener (which would cut streams).
+  void request_begin();
+  void request_end();
+
+  ServerConfig cfg_;
+  std::unique_ptr<ListenServer> http_;
+  std::thread listener_;
+  int port_ = 0;
+
+  std::atomic<ServingEngine*> engine_{nullptr};
+  // Set by attach() before engine_ is published; read only once engine_ is seen.
+  RequestLimits limits_;
+  std::optional<ChatTemplateKind> chat_kind_;
+  std::string chat_kind_error_;
+
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stopped_{false};
+  std::mutex shutdown_mu_;
+  std::mutex active_mu_;
+  std::condition_variable active_cv_;
+  int active_ = 0;
+
+  MetricsRegistry registry_;
+  ServerMetrics metrics_{registry_};
+  Gauge& requests_waiting_;
+  Gauge& requests_running_;
+  Counter& preemptions_;
+  std::mutex scrape_mu_;  // counters are brought up to the engine's totals one scrape at a time
+
+  std::atomic<uint64_t> next_id_{1};
+};
+
+// The HTTP answer to an error Status from ServingEngine::submit.
+ApiError api_error_from_status(const Status& st);
+
+}  // namespace agentkv::server

@@ -1,0 +1,158 @@
+// A ServingEngine with no model for the HTTP server tests: one engine thread
+// emits a fixed script of tokens, one per request per tick, through the real
+// sink protocol (first event with timings, last with finish and counts).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "../tokenizer/tokenizer_test_util.h"
+#include "agentkv/serving.h"
+
+namespace agentkv::test {
+
+class FakeServingEngine : public ServingEngine {
+ public:
+  FakeServingEngine() : tok_(*Tokenizer::create(tiny_bpe_vocab())) {
+    script_ = tok_.encode("hello world", false, false);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~FakeServingEngine() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      quit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // Knobs, set before a request.
+  std::optional<Status> submit_error;  // submit fails with it
+  int tokens_per_request = 3;          // < 0: until cancelled
+  std::chrono::milliseconds tick{2};
+  int cached_tokens = 1;
+
+  Result<ServeId> submit(ServeRequest req, ServeSink sink) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (submit_error) return *submit_error;
+    if (draining_) return make_error(ErrorCode::kUnavailable, "draining");
+    const ServeId id = next_id_++;
+    submitted.push_back(req);
+    active_[id] = Active{std::move(req), std::move(sink), 0, false, tokens_per_request};
+    cv_.notify_all();
+    return id;
+  }
+
+  void cancel(ServeId id) override {
+    std::lock_guard<std::mutex> l(mu_);
+    cancelled.push_back(id);
+    auto it = active_.find(id);
+    if (it != active_.end()) it->second.cancel = true;
+  }
+
+  bool drain(double timeout_s) override {
+    std::unique_lock<std::mutex> l(mu_);
+    draining_ = true;
+    const bool done =
+        cv_.wait_for(l, std::chrono::duration<double>(timeout_s), [&] { return active_.empty(); });
+    for (auto& [id, a] : active_) a.cancel = true;
+    cv_.wait(l, [&] { return active_.empty(); });
+    return done;
+  }
+
+  ServingStats stats() const override {
+    ServingStats s;
+    s.kv_blocks_used = 7;
+    s.kv_blocks_free = 9;
+    s.n_waiting = 2;
+    s.prefix_hit_tokens = 42;
+    s.preemptions = 3;
+    return s;
+  }
+  const Tokenizer& tokenizer() const override { return tok_; }
+  int32_t max_model_len() const override { return 128; }
+  int32_t vocab_size() const override { return tok_.n_vocab(); }
+
+  size_t n_active() {
+    std::lock_guard<std::mutex> l(mu_);
+    return active_.size();
+  }
+  std::vector<ServeId> cancelled_ids() {
+    std::lock_guard<std::mutex> l(mu_);
+    return cancelled;
+  }
+  std::vector<ServeRequest> submitted_requests() {
+    std::lock_guard<std::mutex> l(mu_);
+    return submitted;
+  }
+  const std::vector<int32_t>& script() const { return script_; }
+  // The text of the first n tokens of the script, cycled.
+  std::string script_text(int n) const {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += tok_.token_to_piece(script_[i % script_.size()]);
+    return s;
+  }
+
+ private:
+  struct Active {
+    ServeRequest req;
+    ServeSink sink;
+    int emitted = 0;
+    bool cancel = false;
+    int limit = 0;
+  };
+
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!quit_) {
+      cv_.wait_for(l, tick, [&] { return quit_; });
+      for (auto it = active_.begin(); it != active_.end();) {
+        Active& a = it->second;
+        ServeEvent e;
+        if (a.cancel) {
+          e.finish = ServeFinish::kCancelled;
+        } else {
+          const int32_t id = script_[a.emitted % script_.size()];
+          SampleResult s{id, -0.5f, {{id, -0.5f}, {script_[0], -1.5f}}};
+          s.top.resize(std::min<size_t>(s.top.size(), a.req.sampling.n_logprobs));
+          e.samples.push_back(s);
+          e.text = tok_.token_to_piece(id);
+          ++a.emitted;
+          if (a.limit >= 0 && a.emitted >= std::min(a.limit, a.req.max_tokens))
+            e.finish = ServeFinish::kLength;
+        }
+        if (a.emitted == 1 || e.finish != ServeFinish::kNone) {
+          e.prompt_tokens = static_cast<int32_t>(a.req.prompt.size());
+          e.cached_tokens = cached_tokens;
+          e.completion_tokens = a.emitted;
+          e.queue_s = 0.001;
+          e.ttft_s = 0.003;
+        }
+        const bool done = e.finish != ServeFinish::kNone;
+        a.sink(std::move(e));
+        it = done ? active_.erase(it) : std::next(it);
+      }
+      cv_.notify_all();
+    }
+  }
+
+  Tokenizer tok_;
+  std::vector<int32_t> script_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<ServeId, Active> active_;
+  std::vector<ServeRequest> submitted;
+  std::vector<ServeId> cancelled;
+  ServeId next_id_ = 1;
+  bool draining_ = false;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace agentkv::test
