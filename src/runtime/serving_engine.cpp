@@ -404,6 +404,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   l.sink(std::move(ev));
   sched_->finish(id);
   live_.erase(it);
+  publish_stats();  // before drain() can see the request gone
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (was_queued) --n_queued_;
