@@ -11,6 +11,7 @@ int exit_code() { return g_exit_code; }
 
 void register_all(CLI::App& app) {
   register_generate(app);
+  register_serve(app);
   register_logits(app);
   register_tokenize(app);
   register_bench_forward(app);

@@ -15,5 +15,6 @@ void register_bench_forward(CLI::App& app);
 void register_synth_model(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_logits(CLI::App& app);
+void register_serve(CLI::App& app);
 
 }  // namespace agentkv::cli

@@ -1,0 +1,217 @@
+// `agentkv serve`: the OpenAI-compatible HTTP server (src/server) in front of
+// the continuous-batching engine. The port opens first (GET /health answers
+// 503 while the model loads); SIGTERM or SIGINT drains and exits 0.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "agentkv/serving.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "server/http_server.h"
+
+namespace agentkv::cli {
+
+namespace {
+
+struct ServeArgs {
+  ServingOptions engine;
+  server::ServerConfig server;
+  std::vector<std::string> api_keys;  // KEY=TENANT
+  std::string config_path;
+  bool no_prefix_caching = false;
+};
+
+// Set by the signal handler, polled by the main thread: a lock-free atomic
+// store is all a handler may safely do.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// One JSON value as the strings CLI11 would have read from the command line.
+Result<std::vector<std::string>> config_strings(const std::string& key, const nlohmann::json& v) {
+  std::vector<std::string> out;
+  auto scalar = [&](const nlohmann::json& x) -> Status {
+    if (x.is_string()) {
+      out.push_back(x.get<std::string>());
+    } else if (x.is_boolean()) {
+      out.push_back(x.get<bool>() ? "true" : "false");
+    } else if (x.is_number()) {
+      out.push_back(x.dump());
+    } else {
+      return make_error(ErrorCode::kInvalidArgument, "key '", key,
+                        "': expected a string, number or boolean, got ", x.type_name());
+    }
+    return Status::ok();
+  };
+  if (v.is_array()) {
+    for (const auto& x : v) AKV_RETURN_IF_ERROR(scalar(x));
+  } else {
+    AKV_RETURN_IF_ERROR(scalar(v));
+  }
+  return out;
+}
+
+// Applies the JSON object in `path` to the options of `cmd` that the command
+// line did not set. Keys are the long flag names without the dashes.
+Status apply_config_file(CLI::App* cmd, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorCode::kIo, "cannot open config file ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return make_error(ErrorCode::kParse, "config file ", path, ": not valid JSON");
+  if (!j.is_object()) return make_error(ErrorCode::kParse, "config file ", path, ": expected a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    CLI::Option* opt = key == "config" || key == "help" ? nullptr : cmd->get_option_no_throw("--" + key);
+    if (!opt || opt->get_lnames().empty() ||
+        std::find(opt->get_lnames().begin(), opt->get_lnames().end(), key) == opt->get_lnames().end()) {
+      return make_error(ErrorCode::kInvalidArgument, "config file ", path, ": unknown key '", key,
+                        "' (keys are the long flag names of `agentkv serve`, without the dashes)");
+    }
+    if (opt->count() > 0) continue;  // the command line wins
+    auto strings = config_strings(key, value);
+    if (!strings.is_ok()) return strings.status().with_context("config file " + path);
+    if (strings->size() > 1 && opt->get_expected_max() < static_cast<int>(strings->size())) {
+      return make_error(ErrorCode::kInvalidArgument, "config file ", path, ": key '", key,
+                        "' takes one value");
+    }
+    try {
+      opt->add_result(*strings);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return make_error(ErrorCode::kInvalidArgument, "config file ", path, ": key '", key, "': ", e.what());
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::map<std::string, std::string>> parse_api_keys(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> keys;
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return make_error(ErrorCode::kInvalidArgument, "--api-key wants KEY=TENANT, got '", s, "'");
+    }
+    if (!keys.emplace(s.substr(0, eq), s.substr(eq + 1)).second) {
+      return make_error(ErrorCode::kInvalidArgument, "--api-key: key '", s.substr(0, eq), "' given twice");
+    }
+  }
+  return keys;
+}
+
+Status serve(ServeArgs& a, CLI::App* cmd) {
+  if (!a.config_path.empty()) AKV_RETURN_IF_ERROR(apply_config_file(cmd, a.config_path));
+  AKV_ASSIGN_OR_RETURN(a.server.api_keys, parse_api_keys(a.api_keys));
+  a.engine.prefix_caching = !a.no_prefix_caching;
+  if (a.server.model_name.empty())
+    a.server.model_name = std::filesystem::path(a.engine.model_path).stem().string();
+
+  install_signal_handlers();
+  std::unique_ptr<ServingEngine> engine;  // outlives the server below
+  server::HttpServer http(a.server);
+  AKV_ASSIGN_OR_RETURN(const int port, http.start());
+  std::fprintf(stderr, "agentkv: loading %s (GET /health answers 503 until ready)\n",
+               a.engine.model_path.c_str());
+  auto created = create_serving_engine(a.engine);
+  if (!created.is_ok()) {
+    http.shutdown();
+    return created.status();
+  }
+  engine = std::move(created).value();
+  if (Status st = http.attach(*engine); !st.is_ok()) {
+    http.shutdown();
+    return st;
+  }
+  std::fprintf(stderr, "agentkv: serving '%s' (max_model_len %d, %d API keys)\n", a.server.model_name.c_str(),
+               engine->max_model_len(), static_cast<int>(a.server.api_keys.size()));
+  std::fprintf(stderr, "agentkv: listening on http://%s:%d\n", a.server.host.c_str(), port);
+  while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::fprintf(stderr, "agentkv: draining (up to %g s)\n", a.server.shutdown_timeout_s);
+  http.shutdown();
+  std::fprintf(stderr, "agentkv: stopped\n");
+  return Status::ok();
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  ServingOptions& e = a->engine;
+  server::ServerConfig& s = a->server;
+  e.model_path = default_model_path();
+  e.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s.model_name.clear();  // default: the model file's stem
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  cmd->add_option("-m,--model", e.model_path,
+                  "GGUF model file (default: $AGENTKV_MODEL or the SmolLM2 default)")
+      ->capture_default_str();
+  cmd->add_option("--host", s.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", s.port, "TCP port; 0 picks a free one (printed on stderr)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("-t,--threads", e.n_threads, "compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--block-size", e.block_size, "tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-cache-mb", e.kv_cache_mb, "KV cache budget in MiB (sets the number of blocks)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--max-model-len", e.max_model_len,
+                  "longest prompt + completion; 0: the model's (at most 32768)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 22));
+  cmd->add_option("--max-batch-tokens", e.max_batch_tokens, "token rows per engine step (chunked prefill)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-running", e.max_running, "sequences computed together in one step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--max-queue", e.max_queue, "waiting requests; beyond, requests get HTTP 429")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_flag("--no-prefix-caching", a->no_prefix_caching, "do not reuse cached prompt prefixes");
+  cmd->add_option(
+      "--api-key", a->api_keys,
+      "KEY=TENANT (repeatable): require 'Authorization: Bearer KEY'; the tenant isolates the cache");
+  cmd->add_option("--served-model-name", s.model_name,
+                  "the model name clients send (default: the file's stem)");
+  cmd->add_option("--chat-template", s.chat_template,
+                  "chatml, llama3 or mistral (default: from the model file)");
+  cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,
+                  "seconds a SIGTERM lets running requests finish")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--http-threads", s.n_http_threads, "HTTP worker threads (concurrent connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option(
+      "--config", a->config_path,
+      "JSON object of flag values, e.g. {\"port\": 8001, \"api-key\": [\"k1=t1\"]}; flags override it");
+  cmd->callback([a, cmd] {
+    if (Status st = serve(*a, cmd); !st.is_ok()) fail(st);
+  });
+}
+
+}  // namespace agentkv::cli
