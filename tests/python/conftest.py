@@ -56,3 +56,52 @@ def ref_tokenizer(ref_model):
     """HF `tokenizers` BPE built from the model's GGUF vocabulary (reference only)."""
     import llama_ref
     return llama_ref.make_tokenizer(ref_model.reader)
+
+
+class _ServerPool:
+    """Servers started by one test or module; stopped (SIGTERM) at teardown,
+    where a non-zero exit code fails the test unless it was started with
+    clean_exit=False."""
+
+    def __init__(self, binary, model):
+        self.binary, self.model, self.started = binary, model, []
+
+    def __call__(self, *args, clean_exit=True, **kw):
+        import server_util
+        s = server_util.Server(self.binary, self.model, args, threads=server_util.env_threads(), **kw)
+        self.started.append((s, clean_exit))
+        return s
+
+    def close(self):
+        failures = []
+        for s, clean_exit in self.started:
+            rc = s.stop(timeout=60)
+            if clean_exit and rc != 0:
+                failures.append(f"{' '.join(s.cmd)}\n  exit code {rc} (None: killed after 60 s)\n{s.log(30)}")
+        if failures:
+            pytest.fail("server did not exit cleanly on SIGTERM:\n" + "\n".join(failures))
+
+
+@pytest.fixture(scope="session")
+def serve_binary(engine_path):
+    """The engine binary, when it has the `serve` command."""
+    import server_util
+    if not server_util.serve_available(engine_path):
+        pytest.skip(f"{engine_path} has no `serve` command (rebuild)")
+    return engine_path
+
+
+@pytest.fixture
+def start_server(serve_binary, model_path):
+    """start_server(*flags, clean_exit=True) -> server_util.Server, per test."""
+    pool = _ServerPool(serve_binary, model_path)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def start_module_server(serve_binary, model_path):
+    """As start_server, shared by the tests of one module."""
+    pool = _ServerPool(serve_binary, model_path)
+    yield pool
+    pool.close()
