@@ -24,12 +24,13 @@ LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 def serve_available(binary):
-    """True when `binary serve --help` works (older builds have no server)."""
+    """True when the binary has the `serve` command (older builds have none,
+    and answer `serve --help` with the top-level help and exit code 0)."""
     try:
         r = subprocess.run([str(binary), "serve", "--help"], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return r.returncode == 0
+    return r.returncode == 0 and re.search(rb"Usage: \S+ serve\b", r.stdout) is not None
 
 
 class Server:
