@@ -65,6 +65,16 @@ struct QuantMatrix {
   int64_t k = 0;  // elements per row (in_features)
 };
 
+// One adapter's LoRA pair for one target module (PEFT layout), as the lora op
+// reads it: for a Linear y = x · W^T with W (n, k), the adapter adds
+// scale · (x · A^T) · B^T.
+struct LoraView {
+  const float* a = nullptr;  // (rank, k) lora_A: projects the input down to rank
+  const float* b = nullptr;  // (n, rank) lora_B: projects back up to the output
+  int32_t rank = 0;
+  float scale = 0.0f;        // lora_alpha / rank (or / sqrt(rank) with rsLoRA)
+};
+
 struct BackendConfig {
   int n_threads = 1;
 };
@@ -107,6 +117,15 @@ class backend_i {
   // skipped (rows whose K/V a scheme keeps from the cache).
   virtual void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                         int64_t rows) = 0;
+
+  // Grouped LoRA for the rows of one adapter (DESIGN.md §2: rows grouped by
+  // adapter): for i < n_rows, with r = rows[i],
+  //   y[r, :] += w.scale * (x[r, :] · w.a^T) · w.b^T.
+  // x: (R, k) and y: (R, n) are a whole Step's activations and outputs
+  // (R > every rows[i]); rows: [n_rows] distinct row indices, in any order.
+  // Accumulates: y already holds the base projection.
+  virtual void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,
+                    int64_t n) = 0;
 
   // out[rows, n_heads, head_dim] = softmax(q K^T * scale, causal by position) V
   // over each row's sequence blocks. GQA: query head h reads kv head

@@ -1,6 +1,6 @@
 // The CPU implementation of backend_i: f32 kernels, one op per file
 // (matmul.cpp, matmul_quant.cpp on packed GGUF weights, rms_norm.cpp,
-// rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp, attention.cpp), parallelised
+// rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp, attention.cpp, lora.cpp), parallelised
 // over the backend's own ThreadPool. GEMM goes to the library chosen by
 // AGENTKV_GEMM (gemm.h).
 //
@@ -37,6 +37,8 @@ class CpuBackend final : public backend_i {
                 int64_t rows) override;
   void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
                  float scale, float* out) override;
+  void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,
+            int64_t n) override;  // lora.cpp
 
  private:
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on one
@@ -46,6 +48,10 @@ class CpuBackend final : public backend_i {
 
   ThreadPool pool_;
   cpu::RopeTable rope_table_;  // cos/sin by position, reused while the RoPE parameters stay the same
+  // lora.cpp scratch, grown to the largest call seen:
+  std::vector<float> lora_x_;  // (n_rows, k)    gathered input rows
+  std::vector<float> lora_t_;  // (n_rows, rank) scale · x · A^T
+  std::vector<float> lora_y_;  // (n_rows, n)    delta before the scatter-add
 };
 
 template <typename Fn>
