@@ -378,8 +378,8 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
   ev.text = l.stops.push(l.detok.push(token));
   if (l.stops.stopped()) {
     finish(id, ServeFinish::kStop, std::move(ev));
-  } else if (l.n_generated >= l.max_tokens || static_cast<int64_t>(r->tokens.size()) >= max_model_len_) {
-    // The next token would be computed at position tokens.size(): past the context.
+  } else if (l.n_generated >= l.max_tokens || static_cast<int64_t>(r->tokens.size()) + 1 >= max_model_len_) {
+    // prompt + completion (this token included) has reached max_model_len.
     finish(id, ServeFinish::kLength, std::move(ev));
   } else {
     sched_->append_token(id, token);

@@ -141,9 +141,6 @@ def test_max_tokens_is_clipped_to_the_context_left(server, model_name):
     assert body["usage"]["prompt_tokens"] == MAX_MODEL_LEN - 8
 
 
-@pytest.mark.xfail(strict=True, reason="the engine ends a completion when prompt + output reaches max_model_len + 1 "
-                                        "(the last token is sampled but never computed), so usage.total_tokens is "
-                                        "max_model_len + 1; --max-model-len says 'longest prompt + completion'")
 def test_prompt_plus_completion_fits_max_model_len(server, model_name):
     status, data = send(server, CMPL, {"model": model_name, "prompt": [1] * (MAX_MODEL_LEN - 8), "max_tokens": 32,
                                        "temperature": 0})
