@@ -134,6 +134,12 @@ Result<int> HttpServer::start() {
 }
 
 void HttpServer::shutdown() {
+  drain();
+  std::lock_guard<std::mutex> lock(shutdown_mu_);
+  if (listener_.joinable()) listener_.join();
+}
+
+void HttpServer::drain() {
   std::lock_guard<std::mutex> lock(shutdown_mu_);
   if (stopped_) return;
   draining_ = true;
@@ -145,7 +151,6 @@ void HttpServer::shutdown() {
     active_cv_.wait_for(l, std::chrono::seconds(15), [&] { return active_ == 0; });
   }
   http_->stop();
-  if (listener_.joinable()) listener_.join();
   stopped_ = true;
 }
 

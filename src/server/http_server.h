@@ -71,6 +71,11 @@ class HttpServer {
   // engine.drain(shutdown_timeout_s), streams still being written finish,
   // then the listener stops. Safe to call from any thread but a handler.
   void shutdown();
+  // shutdown() without the final join of the listener: every request has
+  // been answered when it returns, but cpp-httplib (0.11) worker threads
+  // holding idle keep-alive connections only notice the stop after their
+  // keep-alive timeout. A process that is about to exit calls this instead.
+  void drain();
   bool draining() const { return draining_.load(); }
 
   MetricsRegistry& registry() { return registry_; }

@@ -77,8 +77,6 @@ def test_client_hanging_up_cancels_its_request(start_server):
     assert status == 200
 
 
-@pytest.mark.xfail(strict=True, reason="shutdown waits for idle keep-alive connections to time out "
-                                        "(cpp-httplib keep_alive_timeout, 5 s) before the process exits")
 def test_sigterm_with_an_idle_keepalive_connection_exits_promptly(start_server):
     server = start_server(clean_exit=False)
     conn = server.connection()
