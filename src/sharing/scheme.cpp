@@ -1,0 +1,30 @@
+#include "sharing/scheme.h"
+
+namespace agentkv {
+
+const SharingScheme* sharing_scheme_none_instance();
+const SharingScheme* sharing_scheme_alora_instance();
+const SharingScheme* sharing_scheme_icarus_instance();
+
+namespace {
+constexpr const char* kNames[] = {"none", "alora", "icarus"};
+}  // namespace
+
+std::span<const char* const> sharing_scheme_names() { return kNames; }
+
+const SharingScheme* sharing_scheme_get(std::string_view name) {
+  if (name == "none") return sharing_scheme_none_instance();
+  if (name == "alora") return sharing_scheme_alora_instance();
+  if (name == "icarus") return sharing_scheme_icarus_instance();
+  return nullptr;
+}
+
+void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) {
+  for (int32_t i = begin; i < begin + n; ++i) {
+    const bool last = sample && i == begin + n - 1;
+    out->push_back(RowSpec{i, i >= s.weights_from, true, last && !s.decoder_row});
+    if (last && s.decoder_row) out->push_back(RowSpec{i, true, false, true});
+  }
+}
+
+}  // namespace agentkv

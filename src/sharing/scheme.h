@@ -1,0 +1,76 @@
+// The SharingScheme interface (DESIGN.md §2–3): for each request, which
+// lineage its KV blocks get (so what it may share), which of its tokens run
+// with the adapter's weights, and which extra rows a Step carries for it.
+// Schemes know nothing of kernels or blocks: they decide per token index,
+// and the engine turns their decisions into TokenRows.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "adapter/adapter.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+inline constexpr int32_t kNever = std::numeric_limits<int32_t>::max();
+
+// One request's sharing decision, made once at submission.
+struct SeqSharing {
+  const char* scheme = "none";  // the scheme that decided (a scheme falls back to none's rules for other kinds)
+  const Adapter* adapter = nullptr;  // nullptr: the base model
+  // Tokens at index >= weights_from run with the adapter's weights in the
+  // rows that write KV; earlier ones with the base weights. kNever: all base.
+  int32_t weights_from = kNever;
+  // KV blocks that end at or before lineage_from carry the base lineage
+  // (shareable with the base and other adapters); later blocks carry the
+  // adapter's. kNever: every block is base lineage.
+  int32_t lineage_from = kNever;
+  // ICaRus: every sampled position also runs a decoder row (adapter weights,
+  // writes no KV, reads the encoder's KV at positions 0..p) that gives the
+  // logits; the encoder row of that token only writes KV.
+  bool decoder_row = false;
+};
+
+class SharingScheme {
+ public:
+  virtual ~SharingScheme() = default;
+  virtual const char* name() const = 0;
+  // adapter == nullptr is the base model. kInvalidArgument when the request
+  // cannot run (an aLoRA prompt without its invocation sequence).
+  virtual Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const = 0;
+};
+
+// "none", "alora", "icarus"; null for an unknown name. Instances are static.
+const SharingScheme* sharing_scheme_get(std::string_view name);
+// The names sharing_scheme_get knows, for help texts and errors.
+std::span<const char* const> sharing_scheme_names();
+
+// The rules every scheme shares for the kinds it does not change: the
+// adapter's own lineage on every block (never shared with another adapter),
+// and the adapter's own semantics for its weights (aLoRA from its
+// invocation, ICaRus encoder rows on base weights plus decoder rows).
+Result<SeqSharing> sharing_plan_none(const Adapter* adapter, std::span<const int32_t> prompt);
+
+// Start of the last occurrence of `needle` in `hay`, or -1.
+int32_t find_last_occurrence(std::span<const int32_t> hay, std::span<const int32_t> needle);
+
+// One row the engine must put in a Step for tokens [begin, begin + n) of a
+// sequence: the token at index `index`, with the adapter's weights or the
+// base's, writing its K/V or not, with logits or not.
+struct RowSpec {
+  int32_t index = 0;
+  bool adapter = false;
+  bool write_kv = true;
+  bool logits = false;
+};
+
+// The rows for a chunk; `sample` means the chunk ends at the last token and
+// the next token is sampled from it.
+void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out);
+
+}  // namespace agentkv
