@@ -21,7 +21,12 @@ struct SchedRequest {
   // tokens are still to run: the prompt (in chunks), then one per decode
   // step. Preemption resets it to 0 (recompute), never loses tokens.
   int32_t n_computed = 0;
-  ExtraKeys keys;               // lineage + namespace of every block it writes
+  // Lineage + namespace of its KV blocks: blocks [0, lineage_block) use
+  // base_keys (the base lineage, shareable across agents: aLoRA before its
+  // invocation), later blocks use keys. lineage_block 0: keys everywhere.
+  ExtraKeys keys;
+  ExtraKeys base_keys;
+  int32_t lineage_block = 0;
   RequestState state = RequestState::kWaiting;
   // Prompt tokens that came from the prefix cache at first admission (what
   // the API reports as cached_tokens); -1 until then.

@@ -51,7 +51,15 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
 int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
   SchedRequest* r = waiting_.front();
   KvBlocks hit;
-  if (cfg_.prefix_caching) hit = kv_->get_computed_blocks(r->tokens, r->keys);
+  if (cfg_.prefix_caching) {
+    if (r->lineage_block > 0) {
+      std::vector<ExtraKeys> keys(static_cast<size_t>(r->lineage_block), r->base_keys);
+      keys.push_back(r->keys);
+      hit = kv_->get_computed_blocks_per_block(r->tokens, keys);
+    } else {
+      hit = kv_->get_computed_blocks(r->tokens, r->keys);
+    }
+  }
   const int32_t n_hit = hit.n_tokens();
   const int32_t n = std::min(static_cast<int32_t>(r->tokens.size()) - n_hit, budget);
   if (!kv_->allocate_slots(r->id, n, hit).is_ok()) {
@@ -106,6 +114,11 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     SchedRequest* r = s.req;
     r->n_computed = s.begin + s.n;
     if (cfg_.prefix_caching) {
+      if (r->lineage_block > 0) {
+        // Base-lineage blocks first; the second call picks up from the next block.
+        const int32_t n_base = std::min(r->n_computed, r->lineage_block * kv_->block_size());
+        kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_base), r->base_keys);
+      }
       kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), r->keys);
     }
   }

@@ -110,6 +110,49 @@ TEST(Scheduler, PrefixHitAtAdmissionAndNamespaces) {
   EXPECT_EQ(s.n_prefix_hit_tokens(), 16);
 }
 
+// aLoRA-style split lineage: blocks before lineage_block carry the base keys,
+// later ones the adapter's. The base and the adapter then hit each other's
+// base-lineage blocks, and nothing of the adapter-lineage tail leaks.
+TEST(Scheduler, SplitLineageIsSharedBothWays) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {512, 8, true});
+  const ExtraKeys base{"", "t", ""};
+  const ExtraKeys adapter{"adapter-id", "t", ""};
+  auto run_to_end = [&](RequestId id) {
+    while (s.find(id)->n_computed < s.find(id)->n_prompt) step(s);
+    s.finish(id);
+  };
+  // The adapter first: 5 blocks, the invocation starts in block 3 (token 13).
+  auto a = make_req(1, iota_tokens(20), adapter);
+  a->base_keys = base;
+  a->lineage_block = 13 / kBs;  // 3 blocks end at or before token 13
+  s.add(std::move(a));
+  step(s);
+  EXPECT_EQ(s.find(1)->n_cached_prompt, 0);
+  run_to_end(1);
+  // The base with the same context hits exactly the 3 base-lineage blocks.
+  s.add(make_req(2, iota_tokens(24), base));
+  step(s);
+  EXPECT_EQ(s.find(2)->n_cached_prompt, 3 * kBs);
+  run_to_end(2);
+  // An adapter request whose prefix the base computed hits the base blocks
+  // up to its own lineage switch, and its own adapter-lineage blocks after.
+  auto c = make_req(3, iota_tokens(22), adapter);
+  c->base_keys = base;
+  c->lineage_block = 3;
+  s.add(std::move(c));
+  step(s);
+  EXPECT_EQ(s.find(3)->n_cached_prompt, 5 * kBs);  // 3 base + 2 adapter blocks from request 1
+  run_to_end(3);
+  // Another adapter with the same switch point gets only the base blocks.
+  auto d = make_req(4, iota_tokens(22), ExtraKeys{"other-adapter", "t", ""});
+  d->base_keys = base;
+  d->lineage_block = 3;
+  s.add(std::move(d));
+  step(s);
+  EXPECT_EQ(s.find(4)->n_cached_prompt, 3 * kBs);
+}
+
 TEST(Scheduler, GeneratedBlocksAreCachedToo) {
   KvManager kv(64, kBs);
   Scheduler s(&kv, {512, 8, true});
