@@ -14,10 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
-
-#include "util/status.h"
 
 namespace agentkv {
 
@@ -28,8 +25,6 @@ enum class AdapterKind {
 };
 
 const char* adapter_kind_name(AdapterKind k);  // "lora", "alora", "icarus"
-// The inverse; kInvalidArgument for any other name.
-Result<AdapterKind> adapter_kind_from_name(std::string_view name);
 
 // Target modules, in a fixed order (indexes LoraLayer::m).
 enum class LoraTarget : int32_t { kQ = 0, kK, kV, kO, kGate, kUp, kDown };
