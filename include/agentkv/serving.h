@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,13 @@ struct ServeRequest {
   // (tenant, cache_salt). Both are opaque strings; empty is a valid value.
   std::string tenant;
   std::string cache_salt;
+  // The agent: "" = the base model, else a registered adapter's name
+  // (kNotFound when unknown).
+  std::string adapter;
+  // KV-sharing scheme for this request: "" = the engine's default, else
+  // "none", "alora" or "icarus" (kInvalidArgument otherwise). A scheme only
+  // changes what adapters of its own kind share; others behave as "none".
+  std::string kv_sharing;
 };
 
 enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
@@ -66,6 +74,29 @@ struct ServingOptions {
   int32_t max_running = 64;           // sequences in one step
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
+  std::string kv_sharing = "none";    // default scheme: none, alora, icarus
+  // Adapters registered at start: name, path (PEFT dir or GGUF LoRA), kind
+  // override ("" = from the file; "lora", "alora", "icarus").
+  struct AdapterSpec {
+    std::string name, path, kind;
+  };
+  std::vector<AdapterSpec> adapters;
+};
+
+// A model the engine serves: the base or an adapter.
+struct ServedModel {
+  std::string name;   // "" for the base
+  std::string kind;   // "base", "lora", "alora", "icarus"
+  std::string id;     // adapter content hash ("" for the base)
+  int32_t rank = 0;
+};
+
+// Per-adapter counters (cumulative), and cached prompt tokens per scheme.
+struct AdapterStats {
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  int64_t completion_tokens = 0;
 };
 
 struct ServingStats {
@@ -80,6 +111,9 @@ struct ServingStats {
   int64_t prompt_tokens = 0;          // cumulative, admitted requests
   int64_t preemptions = 0;            // cumulative
   int64_t steps = 0;                  // cumulative
+  std::map<std::string, AdapterStats> per_model;        // by adapter name, "" = base
+  std::map<std::string, int64_t> cached_tokens_by_scheme;  // "none", "alora", "icarus"
+  std::map<std::string, int64_t> prompt_tokens_by_scheme;
 };
 
 class ServingEngine {
@@ -102,6 +136,16 @@ class ServingEngine {
   // queued and running requests to finish; the rest are cancelled. Returns
   // true when everything finished in time.
   virtual bool drain(double timeout_s) = 0;
+
+  // Adapters at run time (vLLM's /v1/load_lora_adapter). load: kind "" =
+  // from the file. Errors: kInvalidArgument (name taken, bad kind), kParse /
+  // kIo / kUnsupported (bad adapter file: the message names it), kNotFound
+  // (unload of an unknown name). Requests already running keep the adapter
+  // they started with.
+  virtual Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) = 0;
+  virtual Status unload_adapter(const std::string& name) = 0;
+  // The base first, then adapters by name.
+  virtual std::vector<ServedModel> models() const = 0;
 
   virtual ServingStats stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
