@@ -72,6 +72,7 @@ class SafetensorsFile {
   static Result<SafetensorsFile> parse(std::span<const uint8_t> bytes);
 
   const std::string& path() const { return path_; }
+  std::span<const uint8_t> bytes() const { return bytes_; }  // the whole file
   uint64_t header_bytes() const { return header_bytes_; }
   // Tensors in the order of their data offsets.
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
