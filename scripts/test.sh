@@ -23,7 +23,7 @@ if [ -z "${AGENTKV_QUICK:-}" ]; then
     || { tail -40 build-asan/build.log; exit 1; }
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j2 -LE slow \
-    -E 'ServingExact\.(Fifty|EachRequest)'  # the two 30 s exactness sweeps; the rest of e2e runs here
+    -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.'  # the real-model exactness sweeps (minutes under ASan); the runner's adapter tests on the tiny model run here
 
   if [ -f fuzz/CMakeLists.txt ]; then
     echo "== fuzz targets"

@@ -1,12 +1,15 @@
 // The serving engine: one thread that turns the scheduler's plans into runner
 // Steps and the runner's logits into tokens and client events. Submissions,
 // cancellations and drains come from other threads through a small inbox.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
+#include "adapter/registry.h"
 #include "agentkv/serving.h"
 #include "backend/backend.h"
 #include "kv/kv_manager.h"
@@ -15,6 +18,7 @@
 #include "runtime/runner.h"
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
+#include "sharing/scheme.h"
 
 namespace agentkv {
 
@@ -41,6 +45,9 @@ struct Live {
   bool first_sent = false;
   double queue_s = 0;
   double ttft_s = 0;
+  std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
+  SeqSharing sharing;
+  std::string model;                       // adapter name, "" = base (stats key)
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
@@ -52,6 +59,8 @@ struct Pending {
   ServeRequest req;
   ServeSink sink;
   Clock::time_point submitted;
+  std::shared_ptr<const Adapter> adapter;
+  SeqSharing sharing;
 };
 
 class ServingEngineImpl final : public ServingEngine {
@@ -66,6 +75,9 @@ class ServingEngineImpl final : public ServingEngine {
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   int32_t max_model_len() const override { return max_model_len_; }
   int32_t vocab_size() const override { return model_->spec.n_vocab; }
+  Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) override;
+  Status unload_adapter(const std::string& name) override;
+  std::vector<ServedModel> models() const override;
 
  private:
   ServingEngineImpl() = default;
@@ -86,6 +98,8 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<KvManager> kv_;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<Scheduler> sched_;
+  AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up
+  const SharingScheme* default_scheme_ = nullptr;
   int32_t max_model_len_ = 0;
 
   // Engine thread only.
@@ -120,8 +134,15 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (opts.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "--max-model-len must be >= 0");
   if (opts.kv_cache_mb < 1) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb must be >= 1");
 
+  const SharingScheme* scheme = sharing_scheme_get(opts.kv_sharing);
+  if (scheme == nullptr) {
+    return make_error(ErrorCode::kInvalidArgument, "unknown --kv-sharing '", opts.kv_sharing,
+                      "' (use none, alora or icarus)");
+  }
+
   std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
   e->opts_ = opts;
+  e->default_scheme_ = scheme;
   AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(opts.model_path, opts.n_threads));
   e->model_ = std::move(lm.model);
   e->tokenizer_ = std::move(lm.tokenizer);
@@ -147,6 +168,9 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   sc.prefix_caching = opts.prefix_caching;
   e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc);
   e->stats_.kv_bytes_per_block = g.block_bytes();
+  for (const ServingOptions::AdapterSpec& a : opts.adapters) {
+    AKV_RETURN_IF_ERROR(e->load_adapter(a.name, a.path, a.kind).with_context("--adapter " + a.name));
+  }
   e->publish_stats();
   e->thread_ = std::thread([p = e.get()] { p->loop(); });
   return e;
@@ -182,6 +206,20 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     return make_error(ErrorCode::kOutOfRange, "the prompt needs ", blocks_needed, " KV blocks but the pool has ",
                       kv_->pool().n_blocks(), "; raise --kv-cache-mb");
   }
+  std::shared_ptr<const Adapter> adapter;
+  if (!req.adapter.empty()) {
+    adapter = adapters_.find(req.adapter);
+    if (!adapter) return make_error(ErrorCode::kNotFound, "no adapter named '", req.adapter, "' is loaded");
+  }
+  const SharingScheme* scheme = default_scheme_;
+  if (!req.kv_sharing.empty()) {
+    scheme = sharing_scheme_get(req.kv_sharing);
+    if (scheme == nullptr) {
+      return make_error(ErrorCode::kInvalidArgument, "unknown kv_sharing '", req.kv_sharing,
+                        "' (use none, alora or icarus)");
+    }
+  }
+  AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan(adapter.get(), req.prompt));
   ServeId id;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -193,7 +231,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     id = next_id_++;
     ++n_queued_;
     ++n_live_;
-    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now()});
+    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter), sharing});
   }
   wake_.notify_one();
   return id;
@@ -262,9 +300,20 @@ void ServingEngineImpl::loop() {
       r->id = p.id;
       r->tokens = p.req.prompt;
       r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
-      r->keys.tenant = p.req.tenant;
-      r->keys.cache_salt = p.req.cache_salt;
-      live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
+      r->base_keys.tenant = p.req.tenant;
+      r->base_keys.cache_salt = p.req.cache_salt;
+      r->keys = r->base_keys;
+      const int32_t from = p.sharing.lineage_from;
+      if (from != kNever) {
+        r->keys.lineage = p.adapter->id;
+        r->lineage_block = from / opts_.block_size;  // blocks ending at or before `from`
+      }
+      auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
+      (void)fresh_live;
+      it->second.adapter = std::move(p.adapter);
+      it->second.sharing = p.sharing;
+      it->second.sharing.adapter = it->second.adapter.get();
+      it->second.model = p.req.adapter;
       sched_->add(std::move(r));
     }
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
@@ -314,16 +363,35 @@ void ServingEngineImpl::mark_scheduled(ServeId id, Live& l) {
 void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   const int32_t bs = opts_.block_size;
   Step step;
+  std::vector<RowSpec> specs;
   for (const ScheduledSeq& s : out.seqs) {
     SchedRequest* r = s.req;
-    if (auto it = live_.find(r->id); it != live_.end()) mark_scheduled(r->id, it->second);
+    auto it = live_.find(r->id);
+    if (it == live_.end()) continue;  // cannot happen: finished requests leave the scheduler
+    Live& l = it->second;
+    mark_scheduled(r->id, l);
+    // The scheme decides each row's weights, KV write and logits; the
+    // runner only sees adapters and slots.
+    int32_t adapter_index = -1;
+    if (l.sharing.adapter != nullptr) {
+      auto a = std::find(step.adapters.begin(), step.adapters.end(), l.sharing.adapter);
+      adapter_index = static_cast<int32_t>(a - step.adapters.begin());
+      if (a == step.adapters.end()) step.adapters.push_back(l.sharing.adapter);
+    }
+    specs.clear();
+    sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
     StepSeq q;
     q.row_begin = static_cast<int32_t>(step.rows.size());
     q.blocks = kv_->block_table(r->id);
-    for (int32_t i = 0; i < s.n; ++i) {
-      const int32_t pos = s.begin + i;
-      step.rows.push_back(TokenRow{r->tokens[pos], pos, int64_t{q.blocks[pos / bs]} * bs + pos % bs,
-                                   s.sample && i == s.n - 1});
+    for (const RowSpec& rs : specs) {
+      const int32_t pos = rs.index;
+      TokenRow row;
+      row.token = r->tokens[pos];
+      row.pos = pos;
+      row.slot = rs.write_kv ? int64_t{q.blocks[pos / bs]} * bs + pos % bs : -1;
+      row.logits = rs.logits;
+      row.adapter = rs.adapter ? adapter_index : -1;
+      step.rows.push_back(row);
     }
     q.row_end = static_cast<int32_t>(step.rows.size());
     step.seqs.push_back(std::move(q));
@@ -366,6 +434,12 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     ev.ttft_s = l.ttft_s;
     std::lock_guard<std::mutex> lk(mu_);
     stats_.prompt_tokens += l.n_prompt;
+    AdapterStats& m = stats_.per_model[l.model];
+    ++m.requests;
+    m.prompt_tokens += l.n_prompt;
+    m.cached_tokens += ev.cached_tokens;
+    stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
+    stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
   }
   SampleResult sr = l.sampler.sample(logits);
   if (!l.ignore_eos && tokenizer_->is_eog(sr.id)) {
@@ -401,6 +475,10 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   ev.queue_s = l.queue_s;
   ev.ttft_s = l.ttft_s;
   const bool was_queued = !l.scheduled;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.per_model[l.model].completion_tokens += l.n_generated;
+  }
   l.sink(std::move(ev));
   sched_->finish(id);
   live_.erase(it);
@@ -411,6 +489,28 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
     --n_live_;
   }
   idle_.notify_all();
+}
+
+Status ServingEngineImpl::load_adapter(const std::string& name, const std::string& path, const std::string& kind) {
+  std::optional<AdapterKind> k;
+  if (!kind.empty()) {
+    k = adapter_kind_from_name(kind);
+    if (!k) return make_error(ErrorCode::kInvalidArgument, "unknown adapter kind '", kind, "' (use lora, alora or icarus)");
+  }
+  AKV_ASSIGN_OR_RETURN(auto a, adapters_.load(name, path, k, model_->spec, model_->spec.n_vocab));
+  (void)a;
+  return Status::ok();
+}
+
+Status ServingEngineImpl::unload_adapter(const std::string& name) { return adapters_.unload(name); }
+
+std::vector<ServedModel> ServingEngineImpl::models() const {
+  std::vector<ServedModel> out;
+  out.push_back(ServedModel{"", "base", "", 0});
+  for (const AdapterInfo& a : adapters_.list()) {
+    out.push_back(ServedModel{a.name, adapter_kind_name(a.kind), a.id, a.rank});
+  }
+  return out;
 }
 
 }  // namespace

@@ -15,82 +15,13 @@
 
 #include "agentkv/engine.h"
 #include "agentkv/serving.h"
+#include "serving_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv {
 namespace {
 
-std::string model_path() {
-  if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
-  return std::string(AGENTKV_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;                 // chosen token
-  std::vector<std::vector<float>> top;         // top-N logprobs per token
-  ServeFinish finish = ServeFinish::kNone;
-  int32_t cached = 0;
-  std::string text;
-};
-
-// Submits every prompt at once and waits for all of them.
-std::vector<Outcome> serve_all(ServingEngine& eng, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
-                               const std::vector<std::string>& tenants = {}) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Outcome> out(prompts.size());
-  size_t n_done = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    ServeRequest req;
-    req.prompt = prompts[i];
-    req.max_tokens = max_tokens;
-    req.ignore_eos = true;
-    req.sampling.n_logprobs = 3;
-    if (!tenants.empty()) req.tenant = tenants[i];
-    auto id = eng.submit(std::move(req), [&, i](ServeEvent&& ev) {
-      std::lock_guard<std::mutex> lk(mu);
-      Outcome& o = out[i];
-      for (const SampleResult& s : ev.samples) {
-        o.tokens.push_back(s.id);
-        o.logprobs.push_back(s.logprob);
-        std::vector<float> t;
-        for (const auto& x : s.top) t.push_back(x.logprob);
-        o.top.push_back(std::move(t));
-      }
-      o.text += ev.text;
-      if (ev.prompt_tokens) o.cached = ev.cached_tokens;
-      if (ev.finish != ServeFinish::kNone) {
-        o.finish = ev.finish;
-        ++n_done;
-        cv.notify_all();
-      }
-    });
-    EXPECT_TRUE(id.is_ok()) << id.status().message();
-  }
-  std::unique_lock<std::mutex> lk(mu);
-  cv.wait(lk, [&] { return n_done == prompts.size(); });
-  return out;
-}
-
-// Tolerances are relative. Where two runs put a request in steps of different
-// sizes (batched vs alone), the GEMM sums in another order (the packed
-// quantized kernel for <= 4 rows, oneDNN above, and oneDNN itself blocks by
-// row count): measured up to 1.4e-5 relative, so those comparisons use 3e-5.
-// Cache on vs off keeps the step shapes close and holds at 1e-5.
-void expect_close(float a, float b, const std::string& what, double rel) {
-  EXPECT_LE(std::fabs(a - b), rel * std::max(1.0f, std::fabs(b))) << what << ": " << a << " vs " << b;
-}
-
-void expect_same(const Outcome& a, const Outcome& b, const std::string& what, double rel = 1e-5) {
-  ASSERT_EQ(a.tokens, b.tokens) << what;
-  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
-  for (size_t t = 0; t < a.logprobs.size(); ++t) {
-    expect_close(a.logprobs[t], b.logprobs[t], what + " token " + std::to_string(t), rel);
-    ASSERT_EQ(a.top[t].size(), b.top[t].size());
-    for (size_t k = 0; k < a.top[t].size(); ++k) expect_close(a.top[t][k], b.top[t][k], what, rel);
-  }
-}
+using namespace agentkv::testing;
 
 class ServingExact : public ::testing::Test {
  protected:

@@ -1,0 +1,112 @@
+// Helpers for the serving-engine e2e tests: the model path, a synchronous
+// driver that submits requests and collects their events, and the
+// tolerance-aware comparison of two runs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agentkv/serving.h"
+
+namespace agentkv::testing {
+
+inline std::string model_path() {
+  if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
+  return std::string(AGENTKV_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;                 // chosen token
+  std::vector<std::vector<float>> top;         // top-N logprobs per token
+  ServeFinish finish = ServeFinish::kNone;
+  int32_t cached = 0;
+  std::string text;
+  std::string error;
+};
+
+// Submits every request at once and waits for all of them.
+inline std::vector<Outcome> serve_requests(ServingEngine& eng, std::vector<ServeRequest> reqs) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Outcome> out(reqs.size());
+  size_t n_done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    ServeRequest req = std::move(reqs[i]);
+    auto id = eng.submit(std::move(req), [&, i](ServeEvent&& ev) {
+      std::lock_guard<std::mutex> lk(mu);
+      Outcome& o = out[i];
+      for (const SampleResult& s : ev.samples) {
+        o.tokens.push_back(s.id);
+        o.logprobs.push_back(s.logprob);
+        std::vector<float> t;
+        for (const auto& x : s.top) t.push_back(x.logprob);
+        o.top.push_back(std::move(t));
+      }
+      o.text += ev.text;
+      if (ev.prompt_tokens) o.cached = ev.cached_tokens;
+      if (ev.finish != ServeFinish::kNone) {
+        o.finish = ev.finish;
+        o.error = ev.error;
+        ++n_done;
+        cv.notify_all();
+      }
+    });
+    EXPECT_TRUE(id.is_ok()) << id.status().message();
+    if (!id.is_ok()) {
+      std::lock_guard<std::mutex> lk(mu);
+      ++n_done;
+    }
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return n_done == out.size(); });
+  return out;
+}
+
+// Greedy, EOS ignored, 3 top logprobs: the exactness tests' request.
+inline ServeRequest greedy_request(std::vector<int32_t> prompt, int max_tokens) {
+  ServeRequest req;
+  req.prompt = std::move(prompt);
+  req.max_tokens = max_tokens;
+  req.ignore_eos = true;
+  req.sampling.n_logprobs = 3;
+  return req;
+}
+
+inline std::vector<Outcome> serve_all(ServingEngine& eng, const std::vector<std::vector<int32_t>>& prompts,
+                                      int max_tokens, const std::vector<std::string>& tenants = {}) {
+  std::vector<ServeRequest> reqs;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    reqs.push_back(greedy_request(prompts[i], max_tokens));
+    if (!tenants.empty()) reqs.back().tenant = tenants[i];
+  }
+  return serve_requests(eng, std::move(reqs));
+}
+
+// Tolerances are relative. Where two runs put a request in steps of different
+// sizes (batched vs alone), the GEMM sums in another order (the packed
+// quantized kernel for <= 4 rows, oneDNN above, and oneDNN itself blocks by
+// row count): measured up to 1.4e-5 relative, so those comparisons use 3e-5.
+// Cache on vs off keeps the step shapes close and holds at 1e-5.
+inline void expect_close(float a, float b, const std::string& what, double rel) {
+  EXPECT_LE(std::fabs(a - b), rel * std::max(1.0f, std::fabs(b))) << what << ": " << a << " vs " << b;
+}
+
+inline void expect_same(const Outcome& a, const Outcome& b, const std::string& what, double rel = 1e-5) {
+  ASSERT_EQ(a.tokens, b.tokens) << what;
+  ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
+  for (size_t t = 0; t < a.logprobs.size(); ++t) {
+    expect_close(a.logprobs[t], b.logprobs[t], what + " token " + std::to_string(t), rel);
+    ASSERT_EQ(a.top[t].size(), b.top[t].size());
+    for (size_t k = 0; k < a.top[t].size(); ++k) expect_close(a.top[t][k], b.top[t][k], what, rel);
+  }
+}
+
+}  // namespace agentkv::testing
