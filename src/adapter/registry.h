@@ -1,0 +1,73 @@
+// The adapters a server knows, by API model name. Thread-safe: HTTP threads
+// load and unload while the engine thread looks adapters up. An Adapter is
+// immutable once registered and shared by pointer, so a request that found
+// one keeps it alive through an unload.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapter/adapter.h"
+#include "model/model_spec.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct AdapterInfo {
+  std::string name;
+  AdapterKind kind = AdapterKind::kLora;
+  std::string id;
+  int32_t rank = 0;
+  std::string source;
+};
+
+class AdapterRegistry {
+ public:
+  // path: a PEFT directory (adapter_config.json + adapter_model.safetensors)
+  // or a llama.cpp GGUF LoRA file. The kind comes from the files (alora when
+  // they carry invocation tokens, else lora) unless kind_override is set;
+  // icarus can only come from the override, since neither format can say it.
+  // Errors: kAlreadyExists-like kInvalidArgument for a taken name, or the
+  // loader's error. The files are read outside the lock.
+  Result<std::shared_ptr<const Adapter>> load(const std::string& name, const std::string& path,
+                                              std::optional<AdapterKind> kind_override, const ModelSpec& spec,
+                                              int32_t n_vocab);
+  // Adds an adapter built elsewhere (tests, synth); same name rules.
+  Result<std::shared_ptr<const Adapter>> add(Adapter adapter);
+  Status unload(const std::string& name);  // kNotFound for an unknown name
+  std::shared_ptr<const Adapter> find(const std::string& name) const;  // null if unknown
+  std::vector<AdapterInfo> list() const;                              // sorted by name
+
+ private:
+  Status check_name_free(const std::string& name) const;  // caller holds mu_
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Adapter>> by_name_;
+};
+
+// Loads a PEFT directory or GGUF file (picked by whether path is a directory),
+// without registering it.
+Result<Adapter> load_adapter_files(const std::string& path, const ModelSpec& spec, int32_t n_vocab,
+                                   std::optional<AdapterKind> kind_override);
+
+// Adapter names are API model names: 1..128 printable ASCII characters
+// without spaces, '=' or ':'.
+Status check_adapter_name(const std::string& name);
+
+std::optional<AdapterKind> adapter_kind_from_name(const std::string& s);  // "lora", "alora", "icarus"
+
+// The command-line form NAME=PATH[:KIND], KIND one of lora|alora|icarus. A
+// ":suffix" that is not a kind stays part of the path.
+struct AdapterSpecArg {
+  std::string name;
+  std::string path;
+  std::optional<AdapterKind> kind;
+};
+Result<AdapterSpecArg> parse_adapter_spec(const std::string& arg);
+
+}  // namespace agentkv
