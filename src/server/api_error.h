@@ -6,8 +6,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "util/status.h"
 
 namespace agentkv::server {
 
@@ -23,8 +26,14 @@ struct ApiError {
 ApiError bad_request(std::string param, std::string message);
 
 // 404 invalid_request_error, code "model_not_found", as OpenAI answers a
-// request naming a model the server does not serve.
-ApiError model_not_found(const std::string& model);
+// request naming a model the server does not serve. `available` (the base
+// and the adapters being served) is listed in the message when given.
+ApiError model_not_found(const std::string& model, const std::vector<std::string>& available = {});
+
+// The HTTP answer to an error Status from the engine: kInvalidArgument 400,
+// kNotFound 404 model_not_found, kOutOfRange 400 context_length_exceeded,
+// kResourceExhausted 429, kUnavailable 503, anything else 500.
+ApiError api_error_from_status(const Status& st);
 
 // {"error":{"message":..,"type":..,"param":..|null,"code":..|null}}
 nlohmann::json to_json(const ApiError& e);

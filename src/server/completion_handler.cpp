@@ -10,6 +10,7 @@
 
 #include "server/event_queue.h"
 #include "server/http_server.h"
+#include "server/models_handler.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
 
@@ -28,6 +29,7 @@ struct Prepared {
   bool include_usage = false;
   bool want_logprobs = false;
   std::string echo_text;  // completions with echo: the prompt, put before the answer
+  std::string model;      // the name the response carries: the base's or the adapter's
 };
 
 ApiResult<Prepared> prepare(const CompletionEnv& env, const std::string& body, bool chat) {
@@ -65,10 +67,16 @@ ApiResult<Prepared> prepare(const CompletionEnv& env, const std::string& body, b
     p.req.sampling.n_logprobs = c.logprobs.value_or(0);
     sf = std::move(c.sampling);
   }
-  if (!sf.model.empty() && sf.model != env.model_name) return model_not_found(sf.model);
-  if (sf.kv_sharing && *sf.kv_sharing != "none") {
-    return bad_request("kv_sharing",
-                       "unknown kv_sharing '" + *sf.kv_sharing + "'; this server supports: none");
+  ApiResult<std::string> adapter = resolve_model(*env.engine, env.model_name, sf.model);
+  if (!adapter.ok()) return adapter.error();
+  p.req.adapter = std::move(adapter).value();
+  p.model = p.req.adapter.empty() ? env.model_name : p.req.adapter;
+  if (sf.kv_sharing) {
+    if (!is_kv_sharing_scheme(*sf.kv_sharing)) {
+      return bad_request("kv_sharing",
+                         "unknown kv_sharing '" + *sf.kv_sharing + "'; expected none, alora or icarus");
+    }
+    p.req.kv_sharing = *sf.kv_sharing;
   }
   p.req.sampling.temperature = sf.temperature;
   p.req.sampling.top_p = sf.top_p;
@@ -284,36 +292,6 @@ void write_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump_json(to_json(e)), "application/json");
 }
 
-ApiError api_error_from_status(const Status& st) {
-  ApiError e;
-  e.message = st.message();
-  switch (st.code()) {
-    case ErrorCode::kInvalidArgument:
-      e.status = 400;
-      break;
-    case ErrorCode::kOutOfRange:
-      e.status = 400;
-      e.param = "messages";
-      e.code = "context_length_exceeded";
-      break;
-    case ErrorCode::kResourceExhausted:
-      e.status = 429;
-      e.type = "rate_limit_error";
-      e.code = "server_busy";
-      break;
-    case ErrorCode::kUnavailable:
-      e.status = 503;
-      e.type = "server_error";
-      e.code = "unavailable";
-      break;
-    default:
-      e.status = 500;
-      e.type = "server_error";
-      break;
-  }
-  return e;
-}
-
 void handle_completion(CompletionEnv env, const httplib::Request& req, httplib::Response& res, bool chat) {
   auto job = std::make_shared<Job>();
   job->env = std::move(env);
@@ -327,7 +305,7 @@ void handle_completion(CompletionEnv env, const httplib::Request& req, httplib::
   job->prep = std::move(prep).value();
   job->meta.id = format_response_id(chat ? "chatcmpl" : "cmpl", job->env.serial);
   job->meta.created = static_cast<int64_t>(std::time(nullptr));
-  job->meta.model = job->env.model_name;
+  job->meta.model = job->prep.model;
 
   ServeRequest sreq = job->prep.req;  // keep the prompt for usage fallbacks
   Result<ServeId> id =
@@ -335,6 +313,10 @@ void handle_completion(CompletionEnv env, const httplib::Request& req, httplib::
   if (!id.is_ok()) {
     ApiError e = api_error_from_status(id.status());
     if (e.code == "context_length_exceeded" && !chat) e.param = "prompt";
+    // The adapter was unloaded since prepare() found it.
+    if (id.status().code() == ErrorCode::kNotFound) {
+      e = model_not_found(job->prep.model, served_model_names(*job->env.engine, job->env.model_name));
+    }
     write_error(res, e);
     return job->env.on_finished();
   }

@@ -25,7 +25,7 @@ namespace agentkv::server {
 struct CompletionEnv {
   ServingEngine* engine = nullptr;
   ServerMetrics* metrics = nullptr;
-  std::string model_name;
+  std::string model_name;  // the base's served name; adapters are looked up in the engine
   RequestLimits limits;
   std::optional<ChatTemplateKind> chat_kind;  // absent: chat requests fail with chat_kind_error
   std::string chat_kind_error;

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "server/completion_handler.h"
+#include "server/models_handler.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
 
@@ -218,6 +219,10 @@ void HttpServer::setup_routes() {
   s.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
     if (authorize(req, res, nullptr)) handle_models(res);
   });
+  s.Post("/v1/load_lora_adapter",
+         [this](const httplib::Request& req, httplib::Response& res) { handle_adapter(req, res, true); });
+  s.Post("/v1/unload_lora_adapter",
+         [this](const httplib::Request& req, httplib::Response& res) { handle_adapter(req, res, false); });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { handle_health(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
 
@@ -228,8 +233,10 @@ void HttpServer::setup_routes() {
       res.set_header("Allow", allow);
     };
   };
-  s.Get("/v1/completions", not_allowed("POST"));
-  s.Get("/v1/chat/completions", not_allowed("POST"));
+  for (const char* path :
+       {"/v1/completions", "/v1/chat/completions", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
+    s.Get(path, not_allowed("POST"));
+  }
   for (const char* path : {"/v1/models", "/health", "/metrics"}) {
     s.Post(path, not_allowed("GET"));
     s.Put(path, not_allowed("GET"));
@@ -279,13 +286,27 @@ void HttpServer::handle_completions(const httplib::Request& req, httplib::Respon
 }
 
 void HttpServer::handle_models(httplib::Response& res) const {
-  json model = {{"id", cfg_.model_name},
-                {"object", "model"},
-                {"created", static_cast<int64_t>(std::time(nullptr))},
-                {"owned_by", "agentkv"}};
-  if (ServingEngine* e = engine_.load(std::memory_order_acquire)) model["max_model_len"] = e->max_model_len();
-  res.set_content(dump_json({{"object", "list"}, {"data", json::array({std::move(model)})}}),
-                  "application/json");
+  const json body = models_list(cfg_.model_name, engine_.load(std::memory_order_acquire),
+                                static_cast<int64_t>(std::time(nullptr)));
+  res.set_content(dump_json(body), "application/json");
+}
+
+void HttpServer::handle_adapter(const httplib::Request& req, httplib::Response& res, bool load) {
+  if (!authorize(req, res, nullptr)) return;
+  ServingEngine* engine = engine_.load(std::memory_order_acquire);
+  if (draining_) return write_error(res, unavailable("the server is shutting down"));
+  if (!engine) return write_error(res, unavailable("the model is still loading"));
+  request_begin();  // shutdown() waits for this answer
+  const ApiResult<std::string> r = load ? load_adapter(*engine, cfg_.model_name, req.body, limits_)
+                                        : unload_adapter(*engine, req.body, limits_);
+  if (r.ok()) {
+    std::fprintf(stderr, "agentkv: %s\n", r.value().c_str());
+    res.status = 200;
+    res.set_content(r.value(), "text/plain; charset=utf-8");  // vLLM answers with plain text
+  } else {
+    write_error(res, r.error());
+  }
+  request_end();
 }
 
 void HttpServer::handle_health(httplib::Response& res) const {
@@ -297,6 +318,39 @@ void HttpServer::handle_health(httplib::Response& res) const {
   }
   res.status = std::string(state) == "ok" ? 200 : 503;
   res.set_content(dump_json({{"status", state}}), "application/json");
+}
+
+namespace {
+// The engine keeps totals; a Prometheus counter only goes up, by the delta.
+void sync_counter(Counter& c, int64_t total) {
+  const double d = static_cast<double>(total) - c.value();
+  if (d > 0) c.inc(d);
+}
+}  // namespace
+
+void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingStats& st) {
+  // Every served model and scheme has its series from the start (at 0), so a
+  // rate() over a new adapter sees its first requests.
+  for (const ServedModel& m : engine.models()) {
+    const std::string& model = m.name.empty() ? cfg_.model_name : m.name;
+    metrics_.model_requests(model);
+    metrics_.model_prompt_tokens(model);
+    metrics_.model_cached_tokens(model);
+    metrics_.model_completion_tokens(model);
+  }
+  for (const char* scheme : {"none", "alora", "icarus"}) {
+    metrics_.scheme_prompt_tokens(scheme);
+    metrics_.scheme_cached_tokens(scheme);
+  }
+  for (const auto& [name, a] : st.per_model) {
+    const std::string& model = name.empty() ? cfg_.model_name : name;
+    sync_counter(metrics_.model_requests(model), a.requests);
+    sync_counter(metrics_.model_prompt_tokens(model), a.prompt_tokens);
+    sync_counter(metrics_.model_cached_tokens(model), a.cached_tokens);
+    sync_counter(metrics_.model_completion_tokens(model), a.completion_tokens);
+  }
+  for (const auto& [scheme, n] : st.prompt_tokens_by_scheme) sync_counter(metrics_.scheme_prompt_tokens(scheme), n);
+  for (const auto& [scheme, n] : st.cached_tokens_by_scheme) sync_counter(metrics_.scheme_cached_tokens(scheme), n);
 }
 
 void HttpServer::handle_metrics(httplib::Response& res) {
@@ -313,6 +367,7 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     if (hits > 0) metrics_.prefix_hit_tokens.inc(hits);
     const double pre = static_cast<double>(st.preemptions) - preemptions_.value();
     if (pre > 0) preemptions_.inc(pre);
+    sync_model_counters(*e, st);
   }
   res.set_content(registry_.expose(), kMetricsContentType);
 }

@@ -2,6 +2,10 @@
 //
 //   POST /v1/completions, /v1/chat/completions   (JSON or SSE stream)
 //   GET  /v1/models, /health, /metrics
+//   POST /v1/load_lora_adapter, /v1/unload_lora_adapter   (as vLLM)
+//
+// A request's `model` names the base (ServerConfig::model_name) or an adapter
+// the engine serves (see models_handler.h).
 //
 // Every error is OpenAI's {"error":{...}} body. Each request handler blocks one
 // httplib worker thread while its request runs (the engine delivers events to
@@ -41,7 +45,7 @@ namespace agentkv::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;                              // 0: an ephemeral port (see HttpServer::port())
-  std::string model_name = "agentkv";           // the only `model` requests may name
+  std::string model_name = "agentkv";           // the base model's name (adapters go by their own)
   std::map<std::string, std::string> api_keys;  // bearer key -> tenant; empty: no auth, tenant ""
   std::string chat_template;                    // chatml | llama3 | mistral; empty: from the model file
   double shutdown_timeout_s = 30;               // how long shutdown() lets running requests finish
@@ -87,6 +91,10 @@ class HttpServer {
   bool authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant) const;
   void handle_completions(const httplib::Request& req, httplib::Response& res, bool chat);
   void handle_models(httplib::Response& res) const;
+  // POST /v1/load_lora_adapter (load) and /v1/unload_lora_adapter.
+  void handle_adapter(const httplib::Request& req, httplib::Response& res, bool load);
+  // Brings the per-model and per-scheme counters up to the engine's totals.
+  void sync_model_counters(const ServingEngine& engine, const ServingStats& st);
   void handle_health(httplib::Response& res) const;
   void handle_metrics(httplib::Response& res);
 
@@ -122,8 +130,5 @@ class HttpServer {
 
   std::atomic<uint64_t> next_id_{1};
 };
-
-// The HTTP answer to an error Status from ServingEngine::submit.
-ApiError api_error_from_status(const Status& st);
 
 }  // namespace agentkv::server

@@ -224,4 +224,34 @@ Counter& ServerMetrics::requests(const std::string& status) {
   return registry_.counter("agentkv_requests_total", "Requests answered, by HTTP status.", {{"status", status}});
 }
 
+Counter& ServerMetrics::model_requests(const std::string& model) {
+  return registry_.counter("agentkv_model_requests_total", "Requests admitted, by model (base or adapter).",
+                           {{"model", model}});
+}
+
+Counter& ServerMetrics::model_prompt_tokens(const std::string& model) {
+  return registry_.counter("agentkv_model_prompt_tokens_total", "Prompt tokens of admitted requests, by model.",
+                           {{"model", model}});
+}
+
+Counter& ServerMetrics::model_cached_tokens(const std::string& model) {
+  return registry_.counter("agentkv_model_cached_tokens_total",
+                           "Prompt tokens served from the KV cache, by model.", {{"model", model}});
+}
+
+Counter& ServerMetrics::model_completion_tokens(const std::string& model) {
+  return registry_.counter("agentkv_model_completion_tokens_total", "Tokens generated, by model.",
+                           {{"model", model}});
+}
+
+Counter& ServerMetrics::scheme_prompt_tokens(const std::string& scheme) {
+  return registry_.counter("agentkv_scheme_prompt_tokens_total",
+                           "Prompt tokens of admitted requests, by KV-sharing scheme.", {{"scheme", scheme}});
+}
+
+Counter& ServerMetrics::scheme_cached_tokens(const std::string& scheme) {
+  return registry_.counter("agentkv_scheme_cached_tokens_total",
+                           "Prompt tokens served from the KV cache, by KV-sharing scheme.", {{"scheme", scheme}});
+}
+
 }  // namespace agentkv::server

@@ -105,6 +105,14 @@ struct ServerMetrics {
   explicit ServerMetrics(MetricsRegistry& registry);
 
   Counter& requests(const std::string& status);  // agentkv_requests_total{status}
+  // Per served model (the base under its served name, or an adapter's name):
+  Counter& model_requests(const std::string& model);           // agentkv_model_requests_total{model}
+  Counter& model_prompt_tokens(const std::string& model);      // agentkv_model_prompt_tokens_total{model}
+  Counter& model_cached_tokens(const std::string& model);      // agentkv_model_cached_tokens_total{model}
+  Counter& model_completion_tokens(const std::string& model);  // agentkv_model_completion_tokens_total{model}
+  // Per KV-sharing scheme (none, alora, icarus):
+  Counter& scheme_prompt_tokens(const std::string& scheme);  // agentkv_scheme_prompt_tokens_total{scheme}
+  Counter& scheme_cached_tokens(const std::string& scheme);  // agentkv_scheme_cached_tokens_total{scheme}
   Histogram& queue_seconds;
   Histogram& prefill_seconds;
   Histogram& decode_seconds;

@@ -41,8 +41,9 @@ bool nesting_within(std::string_view body, int max_depth) {
   return true;
 }
 
-// Parses a request body into a JSON object, or the error to answer with.
-ApiResult<json> parse_body(std::string_view body, const RequestLimits& limits) {
+}  // namespace
+
+ApiResult<json> parse_json_object(std::string_view body, const RequestLimits& limits) {
   if (body.size() > limits.max_body_bytes) {
     ApiError e;
     e.status = 413;
@@ -89,6 +90,8 @@ ApiResult<json> parse_body(std::string_view body, const RequestLimits& limits) {
   if (!doc.is_object()) return bad_request("", "the request body must be a JSON object");
   return doc;
 }
+
+namespace {
 
 // Null counts as absent, as OpenAI's clients send explicit nulls.
 const json* field(const json& obj, const char* key) {
@@ -335,7 +338,7 @@ MaybeError read_messages(const json& obj, const RequestLimits& limits, std::vect
 }  // namespace
 
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
-  ApiResult<json> doc = parse_body(body, limits);
+  ApiResult<json> doc = parse_json_object(body, limits);
   if (!doc.ok()) return doc.error();
   const json& obj = doc.value();
   CompletionRequest r;
@@ -351,7 +354,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body, con
 }
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits) {
-  ApiResult<json> doc = parse_body(body, limits);
+  ApiResult<json> doc = parse_json_object(body, limits);
   if (!doc.ok()) return doc.error();
   const json& obj = doc.value();
   ChatRequest r;

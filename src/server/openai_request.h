@@ -75,6 +75,10 @@ struct ChatRequest {
   int top_logprobs = 0;               // 0..5, only with logprobs
 };
 
+// The body as a JSON object, with the checks every endpoint shares: size
+// (413), nesting depth, valid JSON, no duplicate keys, an object at the top.
+ApiResult<nlohmann::json> parse_json_object(std::string_view body, const RequestLimits& limits);
+
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits);
 ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLimits& limits);
 

@@ -1,6 +1,8 @@
 // A ServingEngine with no model for the HTTP server tests: one engine thread
 // emits a fixed script of tokens, one per request per tick, through the real
 // sink protocol (first event with timings, last with finish and counts).
+// Adapters are an in-memory list with the interface's load/unload rules; the
+// adapter "file" is judged by its path (see load_adapter).
 #pragma once
 
 #include <atomic>
@@ -8,7 +10,9 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <functional>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,10 +42,56 @@ class FakeServingEngine : public ServingEngine {
   std::chrono::milliseconds tick{2};
   int cached_tokens = 1;
 
+  // Per-model and per-scheme totals stats() reports (set with set_stats).
+  void set_stats(std::map<std::string, AdapterStats> per_model, std::map<std::string, int64_t> cached_by_scheme,
+                 std::map<std::string, int64_t> prompt_by_scheme) {
+    std::lock_guard<std::mutex> l(mu_);
+    per_model_ = std::move(per_model);
+    cached_by_scheme_ = std::move(cached_by_scheme);
+    prompt_by_scheme_ = std::move(prompt_by_scheme);
+  }
+
+  // Load rules: a taken name or a bad kind is kInvalidArgument; a path
+  // containing "missing" is kNotFound, "unreadable" kIo, "garbage" kParse.
+  // The kind defaults to "lora"; the id is a hash of the path, so two names
+  // for one path share it.
+  Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (name.empty() || adapters_.count(name)) {
+      return make_error(ErrorCode::kInvalidArgument, "adapter name '", name, "' is taken");
+    }
+    if (!kind.empty() && kind != "lora" && kind != "alora" && kind != "icarus") {
+      return make_error(ErrorCode::kInvalidArgument, "bad kind ", kind);
+    }
+    if (path.find("missing") != std::string::npos) return make_error(ErrorCode::kNotFound, "no adapter at ", path);
+    if (path.find("unreadable") != std::string::npos) return make_error(ErrorCode::kIo, "cannot open ", path);
+    if (path.find("garbage") != std::string::npos) return make_error(ErrorCode::kParse, path, ": not an adapter");
+    adapters_[name] = ServedModel{name, kind.empty() ? "lora" : kind,
+                                  std::to_string(std::hash<std::string>{}(path)), 8};
+    loads.push_back(name + "=" + path + ":" + kind);
+    return Status::ok();
+  }
+
+  Status unload_adapter(const std::string& name) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (adapters_.erase(name) == 0) return make_error(ErrorCode::kNotFound, "no adapter named '", name, "'");
+    return Status::ok();
+  }
+
+  std::vector<ServedModel> models() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<ServedModel> out = {ServedModel{"", "base", "", 0}};
+    for (const auto& [name, m] : adapters_) out.push_back(m);
+    return out;
+  }
+
   Result<ServeId> submit(ServeRequest req, ServeSink sink) override {
     std::lock_guard<std::mutex> l(mu_);
     if (submit_error) return *submit_error;
     if (draining_) return make_error(ErrorCode::kUnavailable, "draining");
+    if (!req.adapter.empty() && !adapters_.count(req.adapter)) {
+      return make_error(ErrorCode::kNotFound, "no adapter named '", req.adapter, "'");
+    }
     const ServeId id = next_id_++;
     submitted.push_back(req);
     active_[id] = Active{std::move(req), std::move(sink), 0, false, tokens_per_request};
@@ -73,6 +123,10 @@ class FakeServingEngine : public ServingEngine {
     s.n_waiting = 2;
     s.prefix_hit_tokens = 42;
     s.preemptions = 3;
+    std::lock_guard<std::mutex> l(mu_);
+    s.per_model = per_model_;
+    s.cached_tokens_by_scheme = cached_by_scheme_;
+    s.prompt_tokens_by_scheme = prompt_by_scheme_;
     return s;
   }
   const Tokenizer& tokenizer() const override { return tok_; }
@@ -90,6 +144,14 @@ class FakeServingEngine : public ServingEngine {
   std::vector<ServeRequest> submitted_requests() {
     std::lock_guard<std::mutex> l(mu_);
     return submitted;
+  }
+  ServeRequest last_request() {
+    std::lock_guard<std::mutex> l(mu_);
+    return submitted.empty() ? ServeRequest{} : submitted.back();
+  }
+  std::vector<std::string> load_calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return loads;
   }
   const std::vector<int32_t>& script() const { return script_; }
   // The text of the first n tokens of the script, cycled.
@@ -144,10 +206,14 @@ class FakeServingEngine : public ServingEngine {
 
   Tokenizer tok_;
   std::vector<int32_t> script_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<ServeId, Active> active_;
   std::vector<ServeRequest> submitted;
+  std::map<std::string, ServedModel> adapters_;  // by name, as models() lists them
+  std::vector<std::string> loads;                // successful loads: "name=path:kind"
+  std::map<std::string, AdapterStats> per_model_;
+  std::map<std::string, int64_t> cached_by_scheme_, prompt_by_scheme_;
   std::vector<ServeId> cancelled;
   ServeId next_id_ = 1;
   bool draining_ = false;

@@ -8,60 +8,15 @@
 #include <thread>
 #include <vector>
 
-#include "fake_serving_engine.h"
-#include "server/http_server.h"
+#include "http_server_test_util.h"
 
 namespace agentkv::server {
 namespace {
 
 using json = nlohmann::json;
 using test::FakeServingEngine;
-
-// The JSON payloads of an SSE body, "[DONE]" kept as a string.
-std::vector<json> parse_sse(const std::string& body) {
-  std::vector<json> out;
-  size_t pos = 0;
-  while (pos < body.size()) {
-    size_t end = body.find("\n\n", pos);
-    if (end == std::string::npos) end = body.size();
-    const std::string ev = body.substr(pos, end - pos);
-    pos = end + 2;
-    if (ev.empty()) continue;
-    EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
-    const std::string data = ev.substr(6);
-    out.push_back(data == "[DONE]" ? json("[DONE]") : json::parse(data));
-  }
-  return out;
-}
-
-class HttpServerTest : public ::testing::Test {
- protected:
-  void start(ServerConfig cfg = {}) {
-    cfg.port = 0;
-    cfg.model_name = "tiny";
-    cfg.chat_template = "chatml";
-    cfg.n_http_threads = 16;
-    server_ = std::make_unique<HttpServer>(engine_, cfg);
-    Result<int> port = server_->start();
-    ASSERT_TRUE(port.is_ok()) << port.status().message();
-    port_ = *port;
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(5, 0);
-    return c;
-  }
-  httplib::Result post(const std::string& path, const json& body, const httplib::Headers& h = {}) {
-    return client().Post(path.c_str(), h, body.dump(), "application/json");
-  }
-  void TearDown() override {
-    if (server_) server_->shutdown();
-  }
-
-  FakeServingEngine engine_;
-  std::unique_ptr<HttpServer> server_;
-  int port_ = 0;
-};
+using test::HttpServerTest;
+using test::parse_sse;
 
 TEST_F(HttpServerTest, CompletionNonStreamed) {
   start();
@@ -219,7 +174,7 @@ TEST_F(HttpServerTest, RequestErrors) {
   EXPECT_EQ(bad_json->status, 400);
   EXPECT_EQ(json::parse(bad_json->body)["error"]["type"], "invalid_request_error");
 
-  auto sharing = post("/v1/completions", {{"prompt", "x"}, {"kv_sharing", "icarus"}});
+  auto sharing = post("/v1/completions", {{"prompt", "x"}, {"kv_sharing", "prefix"}});
   ASSERT_TRUE(sharing);
   EXPECT_EQ(sharing->status, 400);
   EXPECT_EQ(json::parse(sharing->body)["error"]["param"], "kv_sharing");

@@ -1,0 +1,156 @@
+#include "server/models_handler.h"
+
+#include <optional>
+
+namespace agentkv::server {
+namespace {
+
+using json = nlohmann::json;
+
+// A required string field; absent, null and "" are "not provided" (vLLM
+// rejects an empty lora_name or lora_path the same way as a missing one).
+std::optional<ApiError> read_required(const json& obj, const char* key, const std::string& missing_message,
+                                      std::string& out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return bad_request(key, missing_message);
+  if (!it->is_string()) return bad_request(key, std::string(key) + " must be a string");
+  out = it->get<std::string>();
+  if (out.empty()) return bad_request(key, missing_message);
+  return std::nullopt;
+}
+
+const char* const kLoadMissing = "Both 'lora_name' and 'lora_path' must be provided.";
+
+ApiError load_error(const Status& st) {
+  ApiError e = api_error_from_status(st);
+  switch (st.code()) {
+    case ErrorCode::kInvalidArgument:  // name taken (a concurrent load) or a bad kind
+      e.param.clear();
+      e.code.clear();
+      break;
+    case ErrorCode::kParse:
+    case ErrorCode::kIo:
+    case ErrorCode::kUnsupported:  // not an adapter we can load: the message names the file
+      e = bad_request("lora_path", st.message());
+      break;
+    case ErrorCode::kNotFound:  // vLLM answers "No adapter found" with 404
+      e.param = "lora_path";
+      e.code = "adapter_not_found";
+      break;
+    default:
+      break;
+  }
+  return e;
+}
+
+ApiError adapter_not_found(const std::string& name) {
+  ApiError e;
+  e.status = 404;
+  e.param = "lora_name";
+  e.code = "model_not_found";
+  e.message = "The lora adapter '" + name + "' cannot be found.";
+  return e;
+}
+
+}  // namespace
+
+bool is_adapter_kind(std::string_view s) { return s == "lora" || s == "alora" || s == "icarus"; }
+
+bool is_kv_sharing_scheme(std::string_view s) { return s == "none" || s == "alora" || s == "icarus"; }
+
+std::vector<std::string> served_model_names(const ServingEngine& engine, const std::string& base_name) {
+  std::vector<std::string> names = {base_name};
+  for (const ServedModel& m : engine.models()) {
+    if (!m.name.empty()) names.push_back(m.name);
+  }
+  return names;
+}
+
+ApiResult<std::string> resolve_model(const ServingEngine& engine, const std::string& base_name,
+                                     const std::string& model) {
+  if (model.empty() || model == base_name) return std::string();
+  for (const ServedModel& m : engine.models()) {
+    if (!m.name.empty() && m.name == model) return model;
+  }
+  return model_not_found(model, served_model_names(engine, base_name));
+}
+
+json models_list(const std::string& base_name, const ServingEngine* engine, int64_t created) {
+  json base = {{"id", base_name}, {"object", "model"}, {"created", created}, {"owned_by", "agentkv"},
+               {"kind", "base"}};
+  json data = json::array();
+  if (!engine) {
+    data.push_back(std::move(base));
+    return {{"object", "list"}, {"data", std::move(data)}};
+  }
+  base["max_model_len"] = engine->max_model_len();
+  data.push_back(std::move(base));
+  for (const ServedModel& m : engine->models()) {
+    if (m.name.empty()) continue;  // the base, listed first under its served name
+    data.push_back({{"id", m.name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "agentkv"},
+                    {"parent", base_name},  // as vLLM lists LoRA modules
+                    {"kind", m.kind},
+                    {"adapter_id", m.id},
+                    {"rank", m.rank}});
+  }
+  return {{"object", "list"}, {"data", std::move(data)}};
+}
+
+ApiResult<LoadAdapterRequest> parse_load_adapter_request(std::string_view body, const RequestLimits& limits) {
+  ApiResult<json> doc = parse_json_object(body, limits);
+  if (!doc.ok()) return doc.error();
+  const json& obj = doc.value();
+  LoadAdapterRequest r;
+  if (auto e = read_required(obj, "lora_name", kLoadMissing, r.name)) return *e;
+  if (auto e = read_required(obj, "lora_path", kLoadMissing, r.path)) return *e;
+  auto it = obj.find("kind");
+  if (it != obj.end() && !it->is_null()) {
+    if (!it->is_string()) return bad_request("kind", "kind must be a string");
+    r.kind = it->get<std::string>();
+    if (!is_adapter_kind(r.kind)) {
+      return bad_request("kind", "unknown kind '" + r.kind + "'; expected lora, alora or icarus");
+    }
+  }
+  return r;
+}
+
+ApiResult<UnloadAdapterRequest> parse_unload_adapter_request(std::string_view body, const RequestLimits& limits) {
+  ApiResult<json> doc = parse_json_object(body, limits);
+  if (!doc.ok()) return doc.error();
+  UnloadAdapterRequest r;
+  if (auto e = read_required(doc.value(), "lora_name", "'lora_name' must be provided.", r.name)) return *e;
+  return r;
+}
+
+ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name, std::string_view body,
+                                    const RequestLimits& limits) {
+  ApiResult<LoadAdapterRequest> parsed = parse_load_adapter_request(body, limits);
+  if (!parsed.ok()) return parsed.error();
+  const LoadAdapterRequest& r = parsed.value();
+  if (r.name == base_name) {
+    return bad_request("lora_name", "'" + r.name + "' is the base model's name; pick another lora_name");
+  }
+  for (const ServedModel& m : engine.models()) {
+    if (!m.name.empty() && m.name == r.name) {
+      return bad_request("lora_name", "The lora adapter '" + r.name + "' has already been loaded.");
+    }
+  }
+  if (Status st = engine.load_adapter(r.name, r.path, r.kind); !st.is_ok()) return load_error(st);
+  return "Success: LoRA adapter '" + r.name + "' added successfully.";
+}
+
+ApiResult<std::string> unload_adapter(ServingEngine& engine, std::string_view body, const RequestLimits& limits) {
+  ApiResult<UnloadAdapterRequest> parsed = parse_unload_adapter_request(body, limits);
+  if (!parsed.ok()) return parsed.error();
+  const std::string& name = parsed.value().name;
+  if (Status st = engine.unload_adapter(name); !st.is_ok()) {
+    if (st.code() == ErrorCode::kNotFound) return adapter_not_found(name);
+    return api_error_from_status(st);
+  }
+  return "Success: LoRA adapter '" + name + "' removed successfully.";
+}
+
+}  // namespace agentkv::server
