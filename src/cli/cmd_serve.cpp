@@ -1,6 +1,8 @@
 // `agentkv serve`: the OpenAI-compatible HTTP server (src/server) in front of
 // the continuous-batching engine. The port opens first (GET /health answers
-// 503 while the model loads); SIGTERM or SIGINT drains and exits 0.
+// 503 while the model loads); SIGTERM or SIGINT drains and exits 0. Adapters
+// given with --adapter (or the config's "adapters") are served next to the
+// base; more can be loaded at run time (POST /v1/load_lora_adapter).
 #include <signal.h>
 
 #include <algorithm>
@@ -16,10 +18,12 @@
 #include <sstream>
 #include <thread>
 
+#include "adapter/registry.h"
 #include "agentkv/serving.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "server/http_server.h"
+#include "server/serve_config.h"
 
 namespace agentkv::cli {
 
@@ -29,6 +33,8 @@ struct ServeArgs {
   ServingOptions engine;
   server::ServerConfig server;
   std::vector<std::string> api_keys;  // KEY=TENANT
+  std::vector<std::string> adapters;  // NAME=PATH[:kind], from the command line
+  std::vector<ServingOptions::AdapterSpec> config_adapters;  // from --config, used without --adapter
   std::string config_path;
   bool no_prefix_caching = false;
 };
@@ -72,9 +78,18 @@ Result<std::vector<std::string>> config_strings(const std::string& key, const nl
   return out;
 }
 
+// The config keys that are not spelled as their flag: "adapters" (a list of
+// strings or objects, see server/serve_config.h) for --adapter, and
+// "kv_sharing" as the request field is spelled.
+std::string canonical_config_key(const std::string& key) {
+  if (key == "adapters") return "adapter";
+  if (key == "kv_sharing") return "kv-sharing";
+  return key;
+}
+
 // Applies the JSON object in `path` to the options of `cmd` that the command
 // line did not set. Keys are the long flag names without the dashes.
-Status apply_config_file(CLI::App* cmd, const std::string& path) {
+Status apply_config_file(CLI::App* cmd, ServeArgs& a, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(ErrorCode::kIo, "cannot open config file ", path);
   std::stringstream ss;
@@ -82,7 +97,20 @@ Status apply_config_file(CLI::App* cmd, const std::string& path) {
   const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return make_error(ErrorCode::kParse, "config file ", path, ": not valid JSON");
   if (!j.is_object()) return make_error(ErrorCode::kParse, "config file ", path, ": expected a JSON object");
-  for (const auto& [key, value] : j.items()) {
+  std::map<std::string, std::string> seen;  // canonical key -> the spelling used
+  for (const auto& [given_key, value] : j.items()) {
+    const std::string key = canonical_config_key(given_key);
+    if (auto [it, fresh] = seen.emplace(key, given_key); !fresh) {
+      return make_error(ErrorCode::kInvalidArgument, "config file ", path, ": keys '", it->second, "' and '",
+                        given_key, "' set the same flag");
+    }
+    if (key == "adapter") {
+      if (cmd->get_option("--adapter")->count() > 0) continue;  // the command line wins
+      auto specs = server::adapter_specs_from_json(value);
+      if (!specs.is_ok()) return specs.status().with_context("config file " + path + ": key '" + given_key + "'");
+      a.config_adapters = std::move(specs).value();
+      continue;
+    }
     CLI::Option* opt = key == "config" || key == "help" ? nullptr : cmd->get_option_no_throw("--" + key);
     if (!opt || opt->get_lnames().empty() ||
         std::find(opt->get_lnames().begin(), opt->get_lnames().end(), key) == opt->get_lnames().end()) {
@@ -120,12 +148,38 @@ Result<std::map<std::string, std::string>> parse_api_keys(const std::vector<std:
   return keys;
 }
 
+// --adapter (or the config's adapters) into ServingOptions::adapters, checked
+// before the model loads: the form, the names, and that each path exists.
+Status resolve_adapters(ServeArgs& a) {
+  std::vector<ServingOptions::AdapterSpec> specs = a.config_adapters;
+  if (!a.adapters.empty()) {
+    specs.clear();
+    for (const std::string& s : a.adapters) {
+      AKV_ASSIGN_OR_RETURN(ServingOptions::AdapterSpec spec, server::parse_adapter_spec(s));
+      specs.push_back(std::move(spec));
+    }
+  }
+  AKV_RETURN_IF_ERROR(server::check_adapter_specs(specs, a.server.model_name));
+  for (const auto& s : specs) {
+    AKV_RETURN_IF_ERROR(check_adapter_name(s.name).with_context("--adapter " + s.name));
+    std::error_code ec;
+    if (!std::filesystem::exists(s.path, ec)) {
+      return make_error(ErrorCode::kNotFound, "--adapter ", s.name, ": ", s.path,
+                        " does not exist (a PEFT directory or a GGUF LoRA file)");
+    }
+  }
+  a.engine.adapters = std::move(specs);
+  return Status::ok();
+}
+
 Status serve(ServeArgs& a, CLI::App* cmd) {
-  if (!a.config_path.empty()) AKV_RETURN_IF_ERROR(apply_config_file(cmd, a.config_path));
+  if (!a.config_path.empty()) AKV_RETURN_IF_ERROR(apply_config_file(cmd, a, a.config_path));
   AKV_ASSIGN_OR_RETURN(a.server.api_keys, parse_api_keys(a.api_keys));
+  AKV_RETURN_IF_ERROR(server::check_kv_sharing(a.engine.kv_sharing));
   a.engine.prefix_caching = !a.no_prefix_caching;
   if (a.server.model_name.empty())
     a.server.model_name = std::filesystem::path(a.engine.model_path).stem().string();
+  AKV_RETURN_IF_ERROR(resolve_adapters(a));
 
   install_signal_handlers();
   std::unique_ptr<ServingEngine> engine;  // outlives the server below
@@ -143,8 +197,15 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     http.shutdown();
     return st;
   }
-  std::fprintf(stderr, "agentkv: serving '%s' (max_model_len %d, %d API keys)\n", a.server.model_name.c_str(),
-               engine->max_model_len(), static_cast<int>(a.server.api_keys.size()));
+  std::fprintf(stderr, "agentkv: serving '%s' (max_model_len %d, %d API keys, kv-sharing %s)\n",
+               a.server.model_name.c_str(), engine->max_model_len(), static_cast<int>(a.server.api_keys.size()),
+               a.engine.kv_sharing.c_str());
+  for (const ServedModel& m : engine->models()) {
+    if (!m.name.empty()) {
+      std::fprintf(stderr, "agentkv: adapter '%s' (%s, rank %d, id %s)\n", m.name.c_str(), m.kind.c_str(), m.rank,
+                   m.id.c_str());
+    }
+  }
   std::fprintf(stderr, "agentkv: listening on http://%s:%d\n", a.server.host.c_str(), port);
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::fprintf(stderr, "agentkv: draining (up to %g s)\n", a.server.shutdown_timeout_s);
@@ -201,6 +262,15 @@ void register_serve(CLI::App& app) {
       "KEY=TENANT (repeatable): require 'Authorization: Bearer KEY'; the tenant isolates the cache");
   cmd->add_option("--served-model-name", s.model_name,
                   "the model name clients send (default: the file's stem)");
+  cmd->add_option("--adapter", a->adapters,
+                  "NAME=PATH[:lora|:alora|:icarus] (repeatable): serve the PEFT directory or GGUF LoRA file at PATH "
+                  "as model NAME; the kind suffix overrides the file's (a PATH may contain ':')")
+      ->type_name("NAME=PATH[:KIND]");
+  cmd->add_option("--kv-sharing", e.kv_sharing,
+                  "default KV-sharing scheme for requests without kv_sharing: none (each adapter its own "
+                  "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "alora", "icarus"}));
   cmd->add_option("--chat-template", s.chat_template,
                   "chatml, llama3 or mistral (default: from the model file)");
   cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,
@@ -212,7 +282,8 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option(
       "--config", a->config_path,
-      "JSON object of flag values, e.g. {\"port\": 8001, \"api-key\": [\"k1=t1\"]}; flags override it");
+      "JSON object of flag values, e.g. {\"port\": 8001, \"api-key\": [\"k1=t1\"], \"adapters\": "
+      "[{\"name\": \"a\", \"path\": \"/p\", \"kind\": \"alora\"}], \"kv_sharing\": \"alora\"}; flags override it");
   cmd->callback([a, cmd] {
     if (Status st = serve(*a, cmd); !st.is_ok()) fail(st);
   });
