@@ -1,0 +1,326 @@
+"""End-to-end checks of multi-adapter serving in `agentkv serve`: adapters
+made by `agentkv synth-adapter`, served with --adapter, routed by `model`,
+listed by /v1/models, loaded and unloaded at run time (vLLM's
+/v1/load_lora_adapter and /v1/unload_lora_adapter), the kv_sharing request
+field, the per-model metrics, and the startup checks of --adapter."""
+import json
+import re
+import subprocess
+
+import pytest
+
+from server_util import assert_openai_error, metric
+
+openai = pytest.importorskip("openai")
+
+BASE = "agentkv-base"
+KEY = "key-adapters"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+INVOCATION = " Answer:"
+
+
+@pytest.fixture(scope="module")
+def synth(serve_binary, model_path, tmp_path_factory):
+    """synth(name, seed, *extra_flags) -> path of a fresh PEFT adapter directory."""
+    # A binary without the command answers with the top-level help (and 0).
+    r = subprocess.run([str(serve_binary), "synth-adapter", "--help"], capture_output=True, timeout=60)
+    if r.returncode != 0 or not re.search(rb"Usage: \S+ synth-adapter\b", r.stdout):
+        pytest.skip(f"`{serve_binary} synth-adapter --help` failed (rc={r.returncode}): the adapter "
+                    "tests need `agentkv synth-adapter` to make their adapters; rebuild with it")
+    root = tmp_path_factory.mktemp("adapters")
+
+    def make(name, seed, *extra):
+        out = root / name
+        cmd = [str(serve_binary), "synth-adapter", "--model", str(model_path), "--out", str(out),
+               "--rank", "8", "--seed", str(seed), *map(str, extra)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr}"
+        assert (out / "adapter_config.json").is_file(), list(out.iterdir())
+        return out
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def adapter_dirs(synth):
+    return {
+        "a": synth("a", 1),
+        "b": synth("b", 2),
+        "inv": synth("inv", 3, "--alora-invocation", INVOCATION),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(start_module_server, adapter_dirs):
+    return start_module_server("--served-model-name", BASE, "--block-size", 16, "--kv-cache-mb", 64,
+                               "--max-model-len", 512, "--api-key", f"{KEY}=t",
+                               "--adapter", f"a={adapter_dirs['a']}",
+                               "--adapter", f"inv={adapter_dirs['inv']}:alora")
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0, timeout=120)
+
+
+def models_json(server):
+    status, _, data = server.request("GET", "/v1/models", headers=AUTH)
+    assert status == 200, data
+    return {m["id"]: m for m in json.loads(data)["data"]}, [m["id"] for m in json.loads(data)["data"]]
+
+
+def load(server, name, path, kind=None, api_key=KEY):
+    body = {"lora_name": name, "lora_path": str(path)}
+    if kind is not None:
+        body["kind"] = kind
+    return server.post_json("/v1/load_lora_adapter", body, api_key=api_key)
+
+
+def unload(server, name, api_key=KEY):
+    return server.post_json("/v1/unload_lora_adapter", {"lora_name": name}, api_key=api_key)
+
+
+def first_logprob(client, model, prompt="The capital of France is"):
+    r = client.completions.create(model=model, prompt=prompt, max_tokens=4, temperature=0, logprobs=1)
+    assert r.model == model
+    assert r.choices[0].finish_reason in ("stop", "length")
+    return r.choices[0].logprobs.token_logprobs[0], r.choices[0].text
+
+
+# -- routing ---------------------------------------------------------------------------
+
+
+def test_completions_on_base_and_adapter(client):
+    base_lp, base_text = first_logprob(client, BASE)
+    a_lp, a_text = first_logprob(client, "a")
+    assert isinstance(base_text, str) and isinstance(a_text, str)
+    # A random rank-8 adapter moves the logits: the adapter was applied.
+    assert base_lp != a_lp, (base_lp, a_lp)
+    # Asking again (now from the prefix cache) gives the same greedy answer.
+    assert first_logprob(client, "a")[1] == a_text
+    assert first_logprob(client, BASE)[1] == base_text
+
+
+def test_chat_on_an_adapter(client):
+    r = client.chat.completions.create(model="a", max_tokens=4, temperature=0,
+                                       messages=[{"role": "user", "content": "Say hi."}])
+    assert r.model == "a"
+    assert r.choices[0].message.role == "assistant"
+
+
+def test_model_absent_means_the_base(server):
+    status, data = server.post_json("/v1/completions", {"prompt": "Hello", "max_tokens": 1}, api_key=KEY)
+    assert status == 200, data
+    assert json.loads(data)["model"] == BASE
+
+
+def test_unknown_model_is_404_listing_what_is_served(server, client):
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="nope", prompt="x", max_tokens=1)
+    status, data = server.post_json("/v1/completions", {"model": "nope", "prompt": "x"}, api_key=KEY)
+    err = assert_openai_error(status, data, 404, param="model", code="model_not_found")
+    assert f"'{BASE}'" in err["message"] and "'a'" in err["message"], err
+
+
+# -- kv_sharing ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["none", "alora", "icarus"])
+def test_kv_sharing_schemes_are_accepted(client, scheme):
+    r = client.completions.create(model="inv", prompt=f"Question: what is 2+2?{INVOCATION}", max_tokens=2,
+                                  temperature=0, extra_body={"kv_sharing": scheme})
+    assert r.model == "inv"
+    c = client.chat.completions.create(model="a", max_tokens=2, temperature=0, extra_body={"kv_sharing": scheme},
+                                       messages=[{"role": "user", "content": "Hi"}])
+    assert c.model == "a"
+
+
+@pytest.mark.parametrize("value", ["full", "", 3, ["alora"]])
+def test_bad_kv_sharing_is_400(server, value):
+    status, data = server.post_json("/v1/completions", {"model": "a", "prompt": "x", "kv_sharing": value},
+                                    api_key=KEY)
+    assert_openai_error(status, data, 400, param="kv_sharing")
+
+
+# -- /v1/models ------------------------------------------------------------------------
+
+
+def test_models_lists_the_base_then_adapters_with_kind(server, client):
+    ids = [m.id for m in client.models.list().data]
+    assert ids[0] == BASE and {"a", "inv"} <= set(ids[1:]), ids
+    by_id, _ = models_json(server)
+    assert by_id[BASE]["kind"] == "base" and by_id[BASE]["object"] == "model"
+    assert "parent" not in by_id[BASE]
+    assert by_id["a"]["kind"] == "lora"
+    assert by_id["inv"]["kind"] == "alora"
+    for name in ("a", "inv"):
+        m = by_id[name]
+        assert m["object"] == "model" and m["owned_by"], m
+        assert m["parent"] == BASE, m
+        assert isinstance(m["adapter_id"], str) and m["adapter_id"], m
+    assert by_id["a"]["adapter_id"] != by_id["inv"]["adapter_id"]
+
+
+# -- load / unload at run time ---------------------------------------------------------
+
+
+def test_load_use_unload(server, client, adapter_dirs):
+    status, data = load(server, "b", adapter_dirs["b"])
+    assert status == 200, data
+    assert data.decode() == "Success: LoRA adapter 'b' added successfully."
+    by_id, ids = models_json(server)
+    assert "b" in ids and by_id["b"]["kind"] == "lora"
+    r = client.completions.create(model="b", prompt="Hello", max_tokens=2, temperature=0)
+    assert r.model == "b"
+
+    status, data = unload(server, "b")
+    assert status == 200, data
+    assert data.decode() == "Success: LoRA adapter 'b' removed successfully."
+    assert "b" not in models_json(server)[1]
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="b", prompt="Hello", max_tokens=2)
+    status, data = unload(server, "b")
+    assert_openai_error(status, data, 404, param="lora_name")
+    # The other adapters are untouched.
+    assert client.completions.create(model="a", prompt="Hello", max_tokens=1).model == "a"
+
+
+def test_load_with_a_kind_override(server, adapter_dirs):
+    status, data = load(server, "a-icarus", adapter_dirs["a"], kind="icarus")
+    assert status == 200, data
+    try:
+        assert models_json(server)[0]["a-icarus"]["kind"] == "icarus"
+    finally:
+        assert unload(server, "a-icarus")[0] == 200
+
+
+def test_two_names_for_one_directory_share_the_adapter_id(server, adapter_dirs):
+    status, data = load(server, "a-again", adapter_dirs["a"])
+    assert status == 200, data
+    try:
+        by_id, _ = models_json(server)
+        assert by_id["a-again"]["adapter_id"] == by_id["a"]["adapter_id"]
+    finally:
+        assert unload(server, "a-again")[0] == 200
+
+
+def test_bad_adapter_path_is_400_and_the_server_keeps_serving(server, client, tmp_path):
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "adapter_config.json").write_text("{not json")
+    (junk / "adapter_model.safetensors").write_bytes(b"\x00" * 64)
+    status, data = load(server, "junk", junk)
+    assert_openai_error(status, data, 400, param="lora_path")
+    # No adapter there at all: vLLM's "No adapter found" is a 404.
+    status, data = load(server, "ghost", tmp_path / "does-not-exist")
+    assert_openai_error(status, data, 404, param="lora_path")
+    ids = models_json(server)[1]
+    assert "junk" not in ids and "ghost" not in ids
+    assert client.completions.create(model=BASE, prompt="Hello", max_tokens=1).model == BASE
+    assert client.completions.create(model="a", prompt="Hello", max_tokens=1).model == "a"
+
+
+def test_load_refuses_taken_names_and_missing_fields(server, adapter_dirs):
+    status, data = load(server, "a", adapter_dirs["b"])
+    err = assert_openai_error(status, data, 400, param="lora_name")
+    assert "already been loaded" in err["message"]
+    status, data = load(server, BASE, adapter_dirs["b"])
+    assert_openai_error(status, data, 400, param="lora_name")
+    status, data = server.post_json("/v1/load_lora_adapter", {"lora_name": "x"}, api_key=KEY)
+    assert_openai_error(status, data, 400, param="lora_path")
+    status, data = server.post_json("/v1/load_lora_adapter", {"lora_path": str(adapter_dirs["b"])}, api_key=KEY)
+    assert_openai_error(status, data, 400, param="lora_name")
+    status, data = load(server, "x", adapter_dirs["b"], kind="qlora")
+    assert_openai_error(status, data, 400, param="kind")
+    status, data = server.post_json("/v1/unload_lora_adapter", {}, api_key=KEY)
+    assert_openai_error(status, data, 400, param="lora_name")
+
+
+def test_adapter_endpoints_need_the_api_key(server, adapter_dirs):
+    before = models_json(server)[1]
+    status, data = load(server, "b", adapter_dirs["b"], api_key=None)
+    assert_openai_error(status, data, 401, code="invalid_api_key")
+    status, data = load(server, "b", adapter_dirs["b"], api_key="wrong")
+    assert_openai_error(status, data, 401, code="invalid_api_key")
+    status, data = unload(server, "a", api_key=None)
+    assert_openai_error(status, data, 401, code="invalid_api_key")
+    assert models_json(server)[1] == before
+
+
+# -- metrics ---------------------------------------------------------------------------
+
+
+def test_per_model_and_per_scheme_metrics(server, client):
+    before = server.metrics()
+    client.completions.create(model="a", prompt="Count: one two three", max_tokens=2)
+    client.completions.create(model=BASE, prompt="Count: one two three", max_tokens=2)
+    after = server.metrics()
+    for model in (BASE, "a"):
+        assert metric(after, "agentkv_model_requests_total", model=model) >= \
+            metric(before, "agentkv_model_requests_total", model=model) + 1, model
+        assert metric(after, "agentkv_model_prompt_tokens_total", model=model) > \
+            metric(before, "agentkv_model_prompt_tokens_total", model=model), model
+        assert metric(after, "agentkv_model_completion_tokens_total", model=model) > \
+            metric(before, "agentkv_model_completion_tokens_total", model=model), model
+    names = {n for n, _ in after}
+    assert {"agentkv_model_cached_tokens_total", "agentkv_scheme_cached_tokens_total",
+            "agentkv_scheme_prompt_tokens_total"} <= names, sorted(names)
+    assert sum(metric(after, "agentkv_scheme_prompt_tokens_total", scheme=s) for s in ("none", "alora", "icarus")) \
+        > sum(metric(before, "agentkv_scheme_prompt_tokens_total", scheme=s) for s in ("none", "alora", "icarus"))
+
+
+# -- startup ---------------------------------------------------------------------------
+
+
+def test_config_file_adapters_and_flag_override(start_server, adapter_dirs, tmp_path):
+    cfg = tmp_path / "serve.json"
+    cfg.write_text(json.dumps({"served-model-name": BASE, "kv_sharing": "icarus",
+                               "adapters": [{"name": "c", "path": str(adapter_dirs["a"]), "kind": "icarus"},
+                                            f"d={adapter_dirs['b']}"]}))
+    s = start_server("--config", cfg)
+    status, _, data = s.request("GET", "/v1/models")
+    assert status == 200, data
+    listed = {m["id"]: m for m in json.loads(data)["data"]}
+    assert list(listed) == [BASE, "c", "d"]
+    assert listed["c"]["kind"] == "icarus" and listed["d"]["kind"] == "lora"
+    # --adapter on the command line replaces the file's list.
+    s2 = start_server("--config", cfg, "--adapter", f"e={adapter_dirs['a']}")
+    status, _, data = s2.request("GET", "/v1/models")
+    assert [m["id"] for m in json.loads(data)["data"]] == [BASE, "e"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--adapter", "no-equals-sign"], "--adapter"),
+    (["--adapter", "x=/nonexistent/adapter-dir"], "does not exist"),
+    (["--adapter", "x=ADAPTER", "--adapter", "x=ADAPTER"], "given twice"),
+    (["--served-model-name", "same", "--adapter", "same=ADAPTER"], "served-model-name"),
+    (["--adapter", "bad:name=ADAPTER"], "adapter name"),
+    (["--kv-sharing", "full"], "--kv-sharing"),
+    (["--config", 'CFG:{"adapters": [{"name": "x"}]}'], "adapters"),
+    (["--config", 'CFG:{"adapters": ["x=ADAPTER"], "adapter": ["y=ADAPTER"]}'], "set the same flag"),
+    (["--config", 'CFG:{"kv_sharing": "bogus"}'], "kv-sharing"),
+])
+def test_bad_adapter_flags_fail_before_serving(serve_binary, model_path, adapter_dirs, tmp_path, args, needle):
+    args = [a.replace("ADAPTER", str(adapter_dirs["a"])) for a in args]
+    if args[-1].startswith("CFG:"):
+        (tmp_path / "cfg.json").write_text(args[-1][4:])
+        args = [*args[:-1], str(tmp_path / "cfg.json")]
+    cmd = [str(serve_binary), "serve", "--model", str(model_path), "--port", "0", *args]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the server started with {args}: {e.stderr!r}")
+    assert r.returncode != 0
+    assert needle in r.stderr, r.stderr
+    assert "listening" not in r.stderr
+
+
+def test_bad_adapter_file_at_startup_fails_cleanly(serve_binary, model_path, tmp_path):
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "adapter_config.json").write_text("{not json")
+    r = subprocess.run([str(serve_binary), "serve", "--model", str(model_path), "--port", "0",
+                        "--adapter", f"j={junk}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "error: " in r.stderr and "--adapter j" in r.stderr, r.stderr
+    assert "listening" not in r.stderr
