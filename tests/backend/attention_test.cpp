@@ -181,6 +181,20 @@ TEST_P(AttentionTest, OtherHeadDims) {
                threads(), rng_);
 }
 
+// Several rows of one sequence at the same position: the ICaRus paired
+// decode step (encoder and decoder query at p over the same base K/V, App. B
+// Alg. 3), pairs along a chunk, and more equal rows than one work item holds.
+TEST_P(AttentionTest, DuplicatedPositions) {
+  const int32_t bs = block_size();
+  for (auto [h, kvh] : kHeads) {
+    check_case({"paired decode", h, kvh, 64, bs, {{bs + 5, {bs + 4, bs + 4}}, {70, {69, 69}}, {1, {0, 0}}}},
+               threads(), rng_);
+    check_case({"pairs in a chunk", h, kvh, 64, bs, {{40, {30, 30, 31, 31, 32, 32, 39, 39}}}}, threads(), rng_);
+    check_case({"many equal rows", h, kvh, 64, bs, {{50, std::vector<int32_t>(40, 49)}, {9, {3, 3, 8, 8}}}},
+               threads(), rng_);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(BlockSizesThreads, AttentionTest,
                          ::testing::Combine(::testing::Values(1, 16, 32), ::testing::Values(1, 2)));
 
