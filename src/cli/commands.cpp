@@ -15,7 +15,9 @@ void register_all(CLI::App& app) {
   register_logits(app);
   register_tokenize(app);
   register_bench_forward(app);
+  register_bench_agents(app);
   register_synth_model(app);
+  register_synth_adapter(app);
 }
 
 }  // namespace agentkv::cli

@@ -13,8 +13,10 @@ int exit_code();
 void register_generate(CLI::App& app);
 void register_bench_forward(CLI::App& app);
 void register_synth_model(CLI::App& app);
+void register_synth_adapter(CLI::App& app);  // synth-adapter and adapter-info
 void register_tokenize(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_bench_agents(CLI::App& app);
 
 }  // namespace agentkv::cli

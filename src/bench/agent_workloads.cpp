@@ -1,0 +1,237 @@
+#include "bench/agent_workloads.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <random>
+
+#include "adapter/synth_adapter.h"
+#include "agentkv/serving.h"
+#include "runtime/loaded_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace agentkv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+struct Done {
+  std::vector<int32_t> tokens;
+  int32_t prompt_tokens = 0;
+  int32_t cached = 0;
+  double ttft_s = 0;
+  double e2e_s = 0;
+  std::string error;
+};
+
+// Submits the requests together and waits for all of them.
+std::vector<Done> run_together(ServingEngine& eng, std::vector<ServeRequest> reqs) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Done> out(reqs.size());
+  size_t n_done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Clock::time_point t0 = Clock::now();
+    auto id = eng.submit(std::move(reqs[i]), [&, i, t0](ServeEvent&& ev) {
+      std::lock_guard<std::mutex> lk(mu);
+      Done& d = out[i];
+      for (const SampleResult& s : ev.samples) d.tokens.push_back(s.id);
+      if (ev.prompt_tokens) {
+        d.prompt_tokens = ev.prompt_tokens;
+        d.cached = ev.cached_tokens;
+        if (d.ttft_s == 0) d.ttft_s = ev.ttft_s;
+      }
+      if (ev.finish != ServeFinish::kNone) {
+        d.e2e_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        d.error = ev.error;
+        ++n_done;
+        cv.notify_all();
+      }
+    });
+    if (!id.is_ok()) {
+      std::lock_guard<std::mutex> lk(mu);
+      out[i].error = id.status().message();
+      ++n_done;
+    }
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return n_done == out.size(); });
+  return out;
+}
+
+ServeRequest request(std::vector<int32_t> prompt, int32_t max_tokens, const std::string& adapter) {
+  ServeRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.adapter = adapter;
+  return r;
+}
+
+// Token ids away from the special tokens at the start of the vocabulary.
+std::vector<int32_t> random_prompt(int32_t n, int32_t n_vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(std::min(1000, n_vocab / 2), n_vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+Status first_error(const std::vector<Done>& v) {
+  for (const Done& d : v) {
+    if (!d.error.empty()) return make_error(ErrorCode::kInternal, "a benchmark request failed: ", d.error);
+  }
+  return Status::ok();
+}
+
+int64_t kv_mb_for_tokens(const ModelSpec& s, int64_t tokens, int32_t block_size) {
+  const int64_t per_token = int64_t{2} * s.n_layers * s.kv_dim() * int64_t{sizeof(float)};
+  const int64_t blocks = tokens / block_size + 64;
+  return blocks * block_size * per_token / (int64_t{1} << 20) + 16;
+}
+
+}  // namespace
+
+Result<std::vector<PipelineResult>> run_alora_pipeline(const AgentBenchOptions& o, const PipelineOptions& p) {
+  AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(o.model_path, o.n_threads));
+  const ModelSpec& spec = lm.model->spec;
+  const std::vector<int32_t> invocation = lm.tokenizer->encode("<|im_start|>assistant\nEvaluation:", false, true);
+  std::filesystem::create_directories(o.work_dir);
+  std::vector<ServingOptions::AdapterSpec> alora, lora;
+  for (int32_t i = 0; i < p.n_adapters; ++i) {
+    SynthAdapterConfig c;
+    c.seed = o.seed + 100 + static_cast<uint64_t>(i);
+    c.rank = p.alora_rank;
+    c.invocation_tokens = invocation;
+    const std::string a_dir = o.work_dir + "/alora_" + std::to_string(i);
+    AKV_ASSIGN_OR_RETURN(auto ra, synth_adapter_write(c, *lm.model, a_dir));
+    c.rank = p.lora_rank;
+    c.invocation_tokens.clear();
+    const std::string l_dir = o.work_dir + "/lora_" + std::to_string(i);
+    AKV_ASSIGN_OR_RETURN(auto rl, synth_adapter_write(c, *lm.model, l_dir));
+    (void)ra;
+    (void)rl;
+    alora.push_back({"eval" + std::to_string(i), a_dir, ""});
+    lora.push_back({"eval" + std::to_string(i), l_dir, ""});
+  }
+
+  std::vector<PipelineResult> results;
+  int round = 0;
+  for (int32_t L : p.prompt_lens) {
+    const std::vector<int32_t> x = random_prompt(L, spec.n_vocab, o.seed + static_cast<uint64_t>(L));
+    const int64_t longest = int64_t{L} + p.base_tokens + int64_t{p.n_adapters} * p.adapter_tokens +
+                            static_cast<int64_t>(invocation.size()) + 64;
+    // Interleaved: the variant that goes first alternates with L.
+    const bool alora_first = round++ % 2 == 0;
+    for (int v = 0; v < 2; ++v) {
+      const bool is_alora = (v == 0) == alora_first;
+      if (o.progress) o.progress("L=" + std::to_string(L) + " " + (is_alora ? "alora" : "lora/none"));
+      ServingOptions so;
+      so.model_path = o.model_path;
+      so.n_threads = o.n_threads;
+      so.block_size = o.block_size;
+      so.max_batch_tokens = o.max_batch_tokens;
+      so.max_model_len = static_cast<int32_t>(longest + 64);
+      // Every sequence of the pipeline fits at once: nothing is evicted.
+      so.kv_cache_mb = kv_mb_for_tokens(spec, longest * (p.n_adapters + 2), o.block_size);
+      so.kv_sharing = is_alora ? "alora" : "none";
+      so.adapters = is_alora ? alora : lora;
+      AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
+
+      PipelineResult r;
+      r.prompt_len = L;
+      r.variant = is_alora ? "alora" : "lora/none";
+      std::vector<Done> t1 = run_together(*eng, {request(x, p.base_tokens, "")});
+      AKV_RETURN_IF_ERROR(first_error(t1));
+      r.base_ttft_s = t1[0].ttft_s;
+      std::vector<int32_t> xy = x;
+      xy.insert(xy.end(), t1[0].tokens.begin(), t1[0].tokens.end());
+      std::vector<int32_t> eval_prompt = xy;
+      eval_prompt.insert(eval_prompt.end(), invocation.begin(), invocation.end());
+      std::vector<ServeRequest> evals;
+      for (int32_t i = 0; i < p.n_adapters; ++i) evals.push_back(request(eval_prompt, p.adapter_tokens, "eval" + std::to_string(i)));
+      std::vector<Done> t2 = run_together(*eng, std::move(evals));
+      AKV_RETURN_IF_ERROR(first_error(t2));
+      std::vector<double> ttft, e2e;
+      double cached = 0;
+      std::vector<int32_t> x3 = xy;
+      for (const Done& d : t2) {
+        ttft.push_back(d.ttft_s);
+        e2e.push_back(d.e2e_s);
+        cached += double(d.cached) / std::max(1, d.prompt_tokens);
+        x3.insert(x3.end(), d.tokens.begin(), d.tokens.end());
+      }
+      r.adapter_ttft_s = median(ttft);
+      r.adapter_e2e_s = median(e2e);
+      r.adapter_cached = cached / p.n_adapters;
+      std::vector<Done> t3 = run_together(*eng, {request(x3, p.adapter_tokens, "")});
+      AKV_RETURN_IF_ERROR(first_error(t3));
+      r.base2_ttft_s = t3[0].ttft_s;
+      r.base2_cached = double(t3[0].cached) / std::max(1, t3[0].prompt_tokens);
+      results.push_back(r);
+    }
+  }
+  return results;
+}
+
+Result<std::vector<RoundRobinResult>> run_icarus_round_robin(const AgentBenchOptions& o, const RoundRobinOptions& rr) {
+  AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(o.model_path, o.n_threads));
+  const ModelSpec& spec = lm.model->spec;
+  std::filesystem::create_directories(o.work_dir);
+  std::vector<ServingOptions::AdapterSpec> agents;
+  for (int32_t i = 0; i < rr.n_agents; ++i) {
+    SynthAdapterConfig c;
+    c.seed = o.seed + 200 + static_cast<uint64_t>(i);
+    c.rank = rr.rank;
+    const std::string dir = o.work_dir + "/icarus_" + std::to_string(i);
+    AKV_ASSIGN_OR_RETURN(auto rep, synth_adapter_write(c, *lm.model, dir));
+    (void)rep;
+    agents.push_back({"agent" + std::to_string(i), dir, "icarus"});
+  }
+  const int64_t longest = int64_t{rr.prompt_len} + int64_t{rr.turns} * rr.turn_tokens + 64;
+  std::vector<RoundRobinResult> results;
+  for (const char* scheme : {"icarus", "none"}) {
+    if (o.progress) o.progress(std::string("round robin under ") + scheme);
+    ServingOptions so;
+    so.model_path = o.model_path;
+    so.n_threads = o.n_threads;
+    so.block_size = o.block_size;
+    so.max_batch_tokens = o.max_batch_tokens;
+    so.max_model_len = static_cast<int32_t>(longest + 64);
+    so.kv_cache_mb = kv_mb_for_tokens(spec, longest * (rr.n_agents + 1), o.block_size);
+    so.kv_sharing = scheme;
+    so.adapters = agents;
+    AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
+    RoundRobinResult r;
+    r.scheme = scheme;
+    std::vector<int32_t> traj = random_prompt(rr.prompt_len, spec.n_vocab, o.seed + 7);
+    std::vector<double> ttft;
+    const Clock::time_point t0 = Clock::now();
+    for (int32_t t = 0; t < rr.turns; ++t) {
+      std::vector<Done> d = run_together(*eng, {request(traj, rr.turn_tokens, "agent" + std::to_string(t % rr.n_agents))});
+      AKV_RETURN_IF_ERROR(first_error(d));
+      r.prompt_tokens += d[0].prompt_tokens;
+      r.computed_tokens += d[0].prompt_tokens - d[0].cached;
+      ttft.push_back(d[0].ttft_s);
+      traj.insert(traj.end(), d[0].tokens.begin(), d[0].tokens.end());
+    }
+    r.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    r.median_ttft_s = median(ttft);
+    const ServingStats s = eng->stats();
+    r.kv_blocks = s.kv_blocks_used + s.kv_blocks_cached;
+    r.kv_mib = double(r.kv_blocks) * double(s.kv_bytes_per_block) / double(1 << 20);
+    results.push_back(r);
+  }
+  return results;
+}
+
+}  // namespace agentkv

@@ -1,0 +1,122 @@
+// `agentkv bench-agents`: the multi-agent workloads of the papers on the
+// serving engine, each sharing scheme against `none` on the same trace.
+// Prints Markdown tables; --json-out keeps the numbers for
+// tools/plot_bench_agents.py.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "bench/agent_workloads.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace agentkv::cli {
+
+namespace {
+
+struct AgentsArgs {
+  AgentBenchOptions o;
+  std::string workload = "alora-pipeline";
+  PipelineOptions pipe;
+  RoundRobinOptions rr;
+  std::string json_out;
+};
+
+void print_pipeline(const std::vector<PipelineResult>& rs, nlohmann::json* j) {
+  std::printf("\n| prompt L | variant | adapter TTFT s | adapter e2e s | adapter cached | base 2nd TTFT s | base 2nd cached | base 1st TTFT s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const PipelineResult& r : rs) {
+    std::printf("| %d | %s | %.3f | %.3f | %.0f%% | %.3f | %.0f%% | %.3f |\n", r.prompt_len, r.variant.c_str(),
+                r.adapter_ttft_s, r.adapter_e2e_s, 100 * r.adapter_cached, r.base2_ttft_s, 100 * r.base2_cached,
+                r.base_ttft_s);
+    (*j)["pipeline"].push_back({{"prompt_len", r.prompt_len}, {"variant", r.variant}, {"adapter_ttft_s", r.adapter_ttft_s},
+                                {"adapter_e2e_s", r.adapter_e2e_s}, {"adapter_cached", r.adapter_cached},
+                                {"base2_ttft_s", r.base2_ttft_s}, {"base2_cached", r.base2_cached},
+                                {"base_ttft_s", r.base_ttft_s}});
+  }
+  std::printf("\n| prompt L | adapter TTFT speed-up | adapter e2e speed-up | base 2nd TTFT speed-up |\n|---|---|---|---|\n");
+  for (const PipelineResult& a : rs) {
+    if (a.variant != "alora") continue;
+    for (const PipelineResult& n : rs) {
+      if (n.prompt_len != a.prompt_len || n.variant == "alora") continue;
+      std::printf("| %d | %.1fx | %.1fx | %.1fx |\n", a.prompt_len, n.adapter_ttft_s / a.adapter_ttft_s,
+                  n.adapter_e2e_s / a.adapter_e2e_s, n.base2_ttft_s / a.base2_ttft_s);
+    }
+  }
+}
+
+void print_round_robin(const std::vector<RoundRobinResult>& rs, nlohmann::json* j) {
+  std::printf("\n| scheme | prompt tokens | computed | KV blocks | KV MiB | median TTFT s | total s |\n|---|---|---|---|---|---|---|\n");
+  for (const RoundRobinResult& r : rs) {
+    std::printf("| %s | %lld | %lld | %d | %.1f | %.3f | %.2f |\n", r.scheme.c_str(), static_cast<long long>(r.prompt_tokens),
+                static_cast<long long>(r.computed_tokens), r.kv_blocks, r.kv_mib, r.median_ttft_s, r.total_s);
+    (*j)["round_robin"].push_back({{"scheme", r.scheme}, {"prompt_tokens", r.prompt_tokens},
+                                   {"computed_tokens", r.computed_tokens}, {"kv_blocks", r.kv_blocks},
+                                   {"kv_mib", r.kv_mib}, {"median_ttft_s", r.median_ttft_s}, {"total_s", r.total_s}});
+  }
+  if (rs.size() == 2) {
+    std::printf("\nicarus / none: computed prefill tokens %.2f, KV memory %.2f, total time %.2f\n",
+                double(rs[0].computed_tokens) / double(rs[1].computed_tokens),
+                double(rs[0].kv_blocks) / double(rs[1].kv_blocks), rs[0].total_s / rs[1].total_s);
+  }
+}
+
+void run(AgentsArgs a) {
+  if (a.o.work_dir.empty()) {
+    a.o.work_dir = (std::filesystem::temp_directory_path() / ("agentkv_bench_agents_" + std::to_string(::getpid()))).string();
+  }
+  a.o.progress = [](const std::string& s) {
+    std::fprintf(stderr, "[bench-agents] %s\n", s.c_str());
+  };
+  nlohmann::json j;
+  j["model"] = a.o.model_path;
+  j["threads"] = a.o.n_threads;
+  Status st;
+  if (a.workload == "alora-pipeline") {
+    auto r = run_alora_pipeline(a.o, a.pipe);
+    if (r.is_ok()) print_pipeline(*r, &j);
+    st = r.status();
+  } else if (a.workload == "icarus-round-robin") {
+    auto r = run_icarus_round_robin(a.o, a.rr);
+    if (r.is_ok()) print_round_robin(*r, &j);
+    st = r.status();
+  } else {
+    st = make_error(ErrorCode::kInvalidArgument, "unknown --workload '", a.workload, "'");
+  }
+  std::filesystem::remove_all(a.o.work_dir);
+  if (!st.is_ok()) return fail(st);
+  if (!a.json_out.empty()) std::ofstream(a.json_out) << j.dump(2) << "\n";
+}
+
+}  // namespace
+
+void register_bench_agents(CLI::App& app) {
+  auto a = std::make_shared<AgentsArgs>();
+  a->o.model_path = default_model_path();
+  CLI::App* cmd = app.add_subcommand(
+      "bench-agents", "Multi-agent workloads from the papers: each sharing scheme against `none` on the same trace");
+  cmd->add_option("--workload", a->workload, "alora-pipeline (paper 004 Sec. 4) or icarus-round-robin (paper 001)")
+      ->capture_default_str();
+  cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
+  cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
+  cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", a->o.max_batch_tokens, "token rows per step")->capture_default_str();
+  cmd->add_option("--seed", a->o.seed, "seed of the prompts and adapters")->capture_default_str();
+  cmd->add_option("--prompt-lens", a->pipe.prompt_lens, "alora-pipeline: initial prompt lengths")->delimiter(',');
+  cmd->add_option("--base-tokens", a->pipe.base_tokens, "alora-pipeline: base answer length")->capture_default_str();
+  cmd->add_option("--adapter-tokens", a->pipe.adapter_tokens, "alora-pipeline: evaluation length")->capture_default_str();
+  cmd->add_option("--adapters", a->pipe.n_adapters, "alora-pipeline: evaluating adapters, invoked in parallel")
+      ->capture_default_str();
+  cmd->add_option("--agents", a->rr.n_agents, "icarus-round-robin: agents taking turns")->capture_default_str();
+  cmd->add_option("--turns", a->rr.turns, "icarus-round-robin: turns")->capture_default_str();
+  cmd->add_option("--start-len", a->rr.prompt_len, "icarus-round-robin: trajectory length at the start")
+      ->capture_default_str();
+  cmd->add_option("--turn-tokens", a->rr.turn_tokens, "icarus-round-robin: tokens generated per turn")
+      ->capture_default_str();
+  cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace agentkv::cli
