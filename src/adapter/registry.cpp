@@ -27,29 +27,6 @@ std::optional<AdapterKind> adapter_kind_from_name(const std::string& s) {
   return std::nullopt;
 }
 
-Result<AdapterSpecArg> parse_adapter_spec(const std::string& arg) {
-  const size_t eq = arg.find('=');
-  if (eq == std::string::npos) {
-    return make_error(ErrorCode::kInvalidArgument, "adapter ", quoted_name(arg),
-                      ": expected NAME=PATH[:KIND] (KIND: lora, alora or icarus)");
-  }
-  AdapterSpecArg out;
-  out.name = arg.substr(0, eq);
-  out.path = arg.substr(eq + 1);
-  AKV_RETURN_IF_ERROR(check_adapter_name(out.name));
-  const size_t colon = out.path.rfind(':');
-  if (colon != std::string::npos) {
-    if (auto k = adapter_kind_from_name(out.path.substr(colon + 1))) {
-      out.kind = k;
-      out.path.resize(colon);
-    }
-  }
-  if (out.path.empty()) {
-    return make_error(ErrorCode::kInvalidArgument, "adapter ", quoted_name(arg), ": empty path");
-  }
-  return out;
-}
-
 Result<Adapter> load_adapter_files(const std::string& path, const ModelSpec& spec, int32_t n_vocab,
                                    std::optional<AdapterKind> kind_override) {
   struct stat sb {};

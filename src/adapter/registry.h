@@ -61,13 +61,5 @@ Status check_adapter_name(const std::string& name);
 
 std::optional<AdapterKind> adapter_kind_from_name(const std::string& s);  // "lora", "alora", "icarus"
 
-// The command-line form NAME=PATH[:KIND], KIND one of lora|alora|icarus. A
-// ":suffix" that is not a kind stays part of the path.
-struct AdapterSpecArg {
-  std::string name;
-  std::string path;
-  std::optional<AdapterKind> kind;
-};
-Result<AdapterSpecArg> parse_adapter_spec(const std::string& arg);
 
 }  // namespace agentkv

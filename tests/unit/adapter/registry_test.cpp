@@ -135,27 +135,6 @@ TEST(AdapterRegistry, ConcurrentLoadUnloadFind) {
   EXPECT_GT(loaded.load(), 0);
 }
 
-TEST(AdapterSpecArg, Parse) {
-  auto a = parse_adapter_spec("math=/models/math-lora");
-  ASSERT_TRUE(a.is_ok());
-  EXPECT_EQ(a->name, "math");
-  EXPECT_EQ(a->path, "/models/math-lora");
-  EXPECT_FALSE(a->kind.has_value());
-  auto b = parse_adapter_spec("judge=/x/j.gguf:alora");
-  ASSERT_TRUE(b.is_ok());
-  EXPECT_EQ(b->path, "/x/j.gguf");
-  EXPECT_EQ(b->kind, AdapterKind::kAlora);
-  auto c = parse_adapter_spec("dec=c:/odd:path:icarus");
-  ASSERT_TRUE(c.is_ok());
-  EXPECT_EQ(c->path, "c:/odd:path");
-  EXPECT_EQ(c->kind, AdapterKind::kIcarus);
-  auto d = parse_adapter_spec("d=/x:notakind");
-  ASSERT_TRUE(d.is_ok());
-  EXPECT_EQ(d->path, "/x:notakind");
-  expect_error(parse_adapter_spec("noequals"), "expected NAME=PATH[:KIND]");
-  expect_error(parse_adapter_spec("=path"), "1 to 128 characters");
-  expect_error(parse_adapter_spec("n=:lora"), "empty path");
-}
 
 }  // namespace
 }  // namespace agentkv
