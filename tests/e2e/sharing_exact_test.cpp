@@ -5,12 +5,14 @@
 // model file is absent.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <unistd.h>
 #include <string>
 #include <vector>
 
+#include "adapter/synth_adapter.h"
 #include "agentkv/serving.h"
-#include "peft_fixture.h"
 #include "runtime/loaded_model.h"
 #include "serving_util.h"
 #include "tokenizer/tokenizer.h"
@@ -31,13 +33,17 @@ class SharingExact : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("agentkv_sharing_" + std::to_string(::getpid()));
     invocation_ = lm->tokenizer->encode("<|im_start|>assistant\nVerdict:", false, true);
     ASSERT_FALSE(invocation_.empty());
-    const std::pair<const char*, PeftSpec> adapters[] = {
-        {"lora_x", {8, 0.05, 11, {}}},  {"lora_y", {8, 0.05, 12, {}}},  {"alora", {8, 0.05, 13, invocation_}},
-        {"icarus_1", {8, 0.05, 21, {}}}, {"icarus_2", {8, 0.05, 22, {}}}, {"icarus_3", {8, 0.05, 23, {}}},
-        {"icarus_4", {8, 0.05, 24, {}}},
+    // Random PEFT adapters written by `agentkv synth-adapter`'s code: every
+    // module's delta is ~3% of the base projection's output.
+    const std::pair<const char*, uint64_t> adapters[] = {
+        {"lora_x", 11}, {"lora_y", 12}, {"alora", 13}, {"icarus_1", 21}, {"icarus_2", 22}, {"icarus_3", 23}, {"icarus_4", 24},
     };
-    for (const auto& [name, spec] : adapters) {
-      ASSERT_TRUE(write_random_peft((dir_ / name).string(), *lm->model, spec)) << name;
+    for (const auto& [name, seed] : adapters) {
+      SynthAdapterConfig c;
+      c.seed = seed;
+      if (std::string(name) == "alora") c.invocation_tokens = invocation_;
+      auto r = synth_adapter_write(c, *lm->model, (dir_ / name).string());
+      ASSERT_TRUE(r.is_ok()) << name << ": " << r.status().message();
     }
     tokenizer_ = std::move(lm->tokenizer);
   }
