@@ -60,7 +60,9 @@ ApiResult<Prepared> prepare(const CompletionEnv& env, const std::string& body, b
       p.req.prompt = std::move(c.prompt_tokens);
       if (c.echo) p.echo_text = tok.decode(p.req.prompt);
     } else {
-      p.req.prompt = tok.encode(c.prompt_text, /*add_special=*/true, /*parse_special=*/false);
+      // As vLLM (HF tokenizers split added tokens out of any text) and
+      // llama-server: control-token text in a completion prompt is the token.
+      p.req.prompt = tok.encode(c.prompt_text, /*add_special=*/true, /*parse_special=*/true);
       if (c.echo) p.echo_text = c.prompt_text;
     }
     p.want_logprobs = c.logprobs.has_value();

@@ -3,7 +3,8 @@ writes a random aLoRA, tools/adapters/peft_to_gguf.py (numpy + gguf, an
 independent reimplementation of llama.cpp's convert_lora_to_gguf.py,
 including the q/k RoPE permutation) converts it, and `agentkv adapter-info
 --dump` shows both loaders producing identical matrices, scales and
-invocation tokens. (The logits-level check comes with the runner.)"""
+invocation tokens; served side by side, both give the same logits."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,38 @@ def test_bad_adapters_fail_cleanly(engine_path, model_path, tmp_path):
     assert p.returncode == 1
     assert "unsupported target module 'lm_head'" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_gguf_and_peft_alora_give_the_same_logits(engine_path, model_path, repo_root, python_exe, tmp_path,
+                                                  start_server):
+    """The same aLoRA as a PEFT directory and as a llama.cpp GGUF LoRA, served
+    side by side: greedy tokens and top-5 logprobs agree, with sharing on."""
+    peft = tmp_path / "peft"
+    run([engine_path, "synth-adapter", "--model", model_path, "--out", peft, "--rank", "8", "--seed", "3",
+         "--alora-invocation", "<|im_start|>assistant"])
+    gguf_path = tmp_path / "adapter.gguf"
+    run([python_exe, repo_root / "tools" / "adapters" / "peft_to_gguf.py", "--base", model_path,
+         "--outfile", gguf_path, peft])
+    server = start_server("--adapter", f"judge_peft={peft}", "--adapter", f"judge_gguf={gguf_path}",
+                          "--kv-sharing", "alora")
+    prompt = ("<|im_start|>user\nIs the sky green? Answer in one word.<|im_end|>\n"
+              "<|im_start|>assistant\nNo.<|im_end|>\n<|im_start|>assistant")
+    outs = {}
+    for name in ["base", "judge_peft", "judge_gguf"]:
+        body = {"prompt": prompt, "max_tokens": 8, "temperature": 0, "logprobs": 5}
+        if name != "base":
+            body["model"] = name
+        status, data = server.post_json("/v1/completions", body)
+        assert status == 200, data
+        outs[name] = json.loads(data)
+    lp = {k: v["choices"][0]["logprobs"] for k, v in outs.items()}
+    assert lp["judge_peft"]["tokens"] == lp["judge_gguf"]["tokens"]
+    np.testing.assert_allclose(lp["judge_peft"]["token_logprobs"], lp["judge_gguf"]["token_logprobs"], rtol=0,
+                               atol=1e-5)
+    for a, b in zip(lp["judge_peft"]["top_logprobs"], lp["judge_gguf"]["top_logprobs"]):
+        assert a.keys() == b.keys()
+        np.testing.assert_allclose([a[k] for k in a], [b[k] for k in a], rtol=0, atol=1e-5)
+    # The adapter is active: its logprobs differ from the base's.
+    assert lp["judge_peft"]["token_logprobs"] != lp["base"]["token_logprobs"]
+    # With sharing on, the adapter's prompt hit the base's blocks before the invocation.
+    assert outs["judge_peft"]["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
