@@ -99,6 +99,21 @@ int64_t kv_mb_for_tokens(const ModelSpec& s, int64_t tokens, int32_t block_size)
   return blocks * block_size * per_token / (int64_t{1} << 20) + 16;
 }
 
+// An engine whose pool holds n_seqs sequences of `longest` tokens at once, so
+// nothing is evicted and what the scheme keeps is what the pool holds.
+ServingOptions engine_options(const AgentBenchOptions& o, const ModelSpec& spec, int64_t longest, int64_t n_seqs,
+                              const std::string& scheme) {
+  ServingOptions so;
+  so.model_path = o.model_path;
+  so.n_threads = o.n_threads;
+  so.block_size = o.block_size;
+  so.max_batch_tokens = o.max_batch_tokens;
+  so.max_model_len = static_cast<int32_t>(longest + 64);
+  so.kv_cache_mb = kv_mb_for_tokens(spec, longest * n_seqs, o.block_size);
+  so.kv_sharing = scheme;
+  return so;
+}
+
 }  // namespace
 
 Result<std::vector<PipelineResult>> run_alora_pipeline(const AgentBenchOptions& o, const PipelineOptions& p) {
@@ -135,15 +150,7 @@ Result<std::vector<PipelineResult>> run_alora_pipeline(const AgentBenchOptions& 
     for (int v = 0; v < 2; ++v) {
       const bool is_alora = (v == 0) == alora_first;
       if (o.progress) o.progress("L=" + std::to_string(L) + " " + (is_alora ? "alora" : "lora/none"));
-      ServingOptions so;
-      so.model_path = o.model_path;
-      so.n_threads = o.n_threads;
-      so.block_size = o.block_size;
-      so.max_batch_tokens = o.max_batch_tokens;
-      so.max_model_len = static_cast<int32_t>(longest + 64);
-      // Every sequence of the pipeline fits at once: nothing is evicted.
-      so.kv_cache_mb = kv_mb_for_tokens(spec, longest * (p.n_adapters + 2), o.block_size);
-      so.kv_sharing = is_alora ? "alora" : "none";
+      ServingOptions so = engine_options(o, spec, longest, p.n_adapters + 2, is_alora ? "alora" : "none");
       so.adapters = is_alora ? alora : lora;
       AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
 
@@ -201,14 +208,7 @@ Result<std::vector<RoundRobinResult>> run_icarus_round_robin(const AgentBenchOpt
   std::vector<RoundRobinResult> results;
   for (const char* scheme : {"icarus", "none"}) {
     if (o.progress) o.progress(std::string("round robin under ") + scheme);
-    ServingOptions so;
-    so.model_path = o.model_path;
-    so.n_threads = o.n_threads;
-    so.block_size = o.block_size;
-    so.max_batch_tokens = o.max_batch_tokens;
-    so.max_model_len = static_cast<int32_t>(longest + 64);
-    so.kv_cache_mb = kv_mb_for_tokens(spec, longest * (rr.n_agents + 1), o.block_size);
-    so.kv_sharing = scheme;
+    ServingOptions so = engine_options(o, spec, longest, rr.n_agents + 1, scheme);
     so.adapters = agents;
     AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
     RoundRobinResult r;
