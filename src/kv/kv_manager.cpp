@@ -41,6 +41,14 @@ KvBlocks KvManager::get_computed_blocks_per_block(std::span<const int32_t> token
   return lookup(tokens, [&](size_t i) { return keys[std::min(i, keys.size() - 1)].serialize(); });
 }
 
+KvBlocks KvManager::get_computed_blocks_split(std::span<const int32_t> tokens, const ExtraKeys& first_keys,
+                                              int32_t n_first, const ExtraKeys& keys) const {
+  const std::string first = first_keys.serialize();
+  const std::string rest = keys.serialize();
+  const size_t n = static_cast<size_t>(std::max(n_first, 0));
+  return lookup(tokens, [&](size_t i) -> const std::string& { return i < n ? first : rest; });
+}
+
 Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlocks& computed) {
   if (n_new_tokens < 0) return make_error(ErrorCode::kInvalidArgument, "negative token count ", n_new_tokens);
   auto it = reqs_.find(id);

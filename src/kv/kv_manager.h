@@ -64,6 +64,10 @@ class KvManager {
   // tokens, the adapter's after); block i uses keys[min(i, size-1)].
   KvBlocks get_computed_blocks_per_block(std::span<const int32_t> tokens,
                                          std::span<const ExtraKeys> keys) const;
+  // The split the schemes use: blocks [0, n_first) under first_keys, the rest
+  // under keys. Serialises each key set once, not once per block.
+  KvBlocks get_computed_blocks_split(std::span<const int32_t> tokens, const ExtraKeys& first_keys, int32_t n_first,
+                                     const ExtraKeys& keys) const;
 
   // Makes room for n_new_tokens more tokens of the request. The first call of
   // a request may adopt a cached prefix (`computed`): its blocks head the

@@ -52,13 +52,7 @@ int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
   SchedRequest* r = waiting_.front();
   KvBlocks hit;
   if (cfg_.prefix_caching) {
-    if (r->lineage_block > 0) {
-      std::vector<ExtraKeys> keys(static_cast<size_t>(r->lineage_block), r->base_keys);
-      keys.push_back(r->keys);
-      hit = kv_->get_computed_blocks_per_block(r->tokens, keys);
-    } else {
-      hit = kv_->get_computed_blocks(r->tokens, r->keys);
-    }
+    hit = kv_->get_computed_blocks_split(r->tokens, r->base_keys, r->lineage_block, r->keys);
   }
   const int32_t n_hit = hit.n_tokens();
   const int32_t n = std::min(static_cast<int32_t>(r->tokens.size()) - n_hit, budget);
