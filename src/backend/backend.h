@@ -56,7 +56,7 @@ struct AttentionPlan {
 
 // A weight matrix kept in its file's block format: n rows of k elements, each
 // row row_bytes long, in ggml type `type` (the on-disk id, e.g. 3 = q4_1).
-// Decode-sized matmuls read these directly, 4-8x fewer bytes than f32.
+// matmul_quant reads these directly, 4-8x fewer bytes than f32.
 struct QuantMatrix {
   uint32_t type = 0;
   const uint8_t* data = nullptr;
@@ -105,8 +105,8 @@ class backend_i {
   virtual bool supports_quant(uint32_t type) const = 0;
 
   // y[m, w.n] = x[m, w.k] · dequant(w)^T (+ y if accumulate), activations in
-  // f32: the result equals matmul on the dequantized matrix up to float
-  // summation order. Meant for small m (decode); callers use matmul for prefill.
+  // f32, for any m (decode and prefill). Kernels keep one summation order per
+  // output whatever m and the thread count (batch invariance, DESIGN.md §4).
   virtual void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) = 0;
 
   // y[i] += x[i] for i < n (residual).

@@ -5,12 +5,6 @@
 
 namespace agentkv {
 
-namespace {
-// Up to this many rows a matmul is memory-bound on the weights, so reading the
-// packed (quantized) copy wins; measured in docs/benchmarks.md.
-constexpr int64_t kPackedMaxRows = 4;
-}  // namespace
-
 Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage* kv)
     : model_(std::move(model)), backend_(backend), kv_(kv) {
   const ModelSpec& s = model_->spec;
@@ -19,12 +13,14 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
   rope_.freq_base = s.rope_freq_base;
   rope_.freq_scale = s.rope_freq_scale;
   rope_.freq_factors = model_->w.rope_freqs.empty() ? nullptr : model_->w.rope_freqs.f32();
-  packed_max_rows_ = kPackedMaxRows;
 }
 
 void Runner::linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n,
                     bool accumulate) {
-  if (R <= packed_max_rows_ && !w.packed.empty() && backend_->supports_quant(w.packed_type)) {
+  // Packed weights serve every row count (the kernels' reduction order does
+  // not depend on it), so the f32 copy is only for types the backend cannot
+  // read packed.
+  if (!w.packed.empty() && backend_->supports_quant(w.packed_type)) {
     QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
     backend_->matmul_quant(x, q, y, R, accumulate);
   } else {

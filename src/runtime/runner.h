@@ -38,7 +38,7 @@ class Runner {
   void plan_adapters(const Step& step);
   // y[r] += LoRA delta of module t for every adapter row r (x: (R, k), y: (R, n)).
   void apply_lora(int layer, LoraTarget t, const float* x, int64_t k, float* y, int64_t n);
-  // y[R, n] = x[R, k] · w^T (+ y): packed weights for decode-sized steps.
+  // y[R, n] = x[R, k] · w^T (+ y): the packed weights where the backend reads them.
   void linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n, bool accumulate = false);
   void layer_forward(int layer, int64_t n_rows, const AttentionPlan& plan);
 
@@ -46,7 +46,6 @@ class Runner {
   backend_i* backend_;
   KvStorage* kv_;
   RopeParams rope_;
-  int64_t packed_max_rows_;  // steps with at most this many rows use packed weights
 
   // Scratch, grown to the largest step seen. Shapes for R rows:
   std::vector<float> x_;      // (R, d_model) residual stream

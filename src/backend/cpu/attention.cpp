@@ -108,6 +108,21 @@ void tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
     _mm256_storeu_ps(sb, b0), _mm256_storeu_ps(sb + 8, b1), _mm256_storeu_ps(sb + 16, b2);
     _mm256_storeu_ps(sb + 24, b3);
   }
+  // A last odd query: the same FMA chains as one half of the pair above, so a
+  // row's scores do not depend on whether its item had an odd query count.
+  for (; qi < nq; ++qi) {
+    const float* qa = qs + qi * D;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int d = 0; d < D; ++d) {
+      const float* kr = kt + d * kKeys;
+      __m256 x = _mm256_broadcast_ss(qa + d);
+      a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kr), a0), a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kr + 8), a1);
+      a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kr + 16), a2), a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(kr + 24), a3);
+    }
+    float* sa = s + qi * kKeys;
+    _mm256_storeu_ps(sa, a0), _mm256_storeu_ps(sa + 8, a1), _mm256_storeu_ps(sa + 16, a2);
+    _mm256_storeu_ps(sa + 24, a3);
+  }
 #endif
   for (; qi < nq; ++qi) {
     float* sr = s + qi * kKeys;

@@ -1,8 +1,9 @@
 // The CPU implementation of backend_i: f32 kernels, one op per file
 // (matmul.cpp, matmul_quant.cpp on packed GGUF weights, rms_norm.cpp,
 // rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp, attention.cpp, lora.cpp), parallelised
-// over the backend's own ThreadPool. GEMM goes to the library chosen by
-// AGENTKV_GEMM (gemm.h).
+// over the backend's own ThreadPool. Every product runs the hand-written
+// kernels in the canonical reduction order of dot_tile.h (batch invariance);
+// the BLAS wrappers of gemm.h remain for bench/gemm_bench.cpp only.
 //
 // Not thread-safe: one caller at a time (the runner), like ThreadPool.
 #pragma once

@@ -1,8 +1,10 @@
 // Products with weights kept in their GGUF block format (backend.h
-// QuantMatrix), for decode. Each block is expanded to f32 in registers and
-// multiplied by f32 activations, so the result is the f32 product with the
-// dequantized matrix up to summation order (x is never quantized: the engine's
-// logits must stay within 1e-4 of a float64 reference).
+// QuantMatrix), for every row count. Blocks are expanded to f32 (in
+// registers for a few rows, into an L2 panel for many) and multiplied by f32
+// activations in the canonical order of dot_tile.h, so the result is the f32
+// product with the dequantized matrix and the same for a row whatever the
+// other rows (x is never quantized: the engine's logits must stay within 1e-4
+// of a float64 reference).
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,18 @@
-// Row kernels behind matmul_quant: each weight row is decoded 32 elements at
-// a time and multiplied by up to four rows of x while the decoded values sit
-// in registers, so the packed bytes are read once per group of four x rows
-// (and from L2, not memory, after the first group: see quant_gemv_rows).
+// Kernels behind matmul_quant, both in the canonical reduction order of
+// dot_tile.h, so a row's output is the same whichever path runs it:
+//  - up to four rows (decode): each weight row is decoded 32 elements at a
+//    time and multiplied by the x rows while the decoded values sit in
+//    registers, so the packed bytes are read once per call;
+//  - more rows (prefill, large batches): a panel of weight rows is decoded to
+//    f32 once per call into a buffer that stays in L2, and the f32 tile kernel
+//    runs every x row over it. No f32 copy of the weights is kept.
+// The decoded values are the same in both (one decoder per type), and each
+// output sums fma(w, x, lane) serially per lane, then hsum8.
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
+#include "backend/cpu/dot_tile.h"
 #include "backend/cpu/matmul_quant.h"
 #include "backend/cpu/matmul_quant_blocks.h"
 
@@ -18,57 +27,83 @@ using quant::Q5_1;
 using quant::Q6_K;
 using quant::Q8_0;
 
-inline void store(float* y, float s, bool accumulate) { *y = accumulate ? *y + s : s; }
-
-// R rows of x (row stride k) against weight rows [j0, j1).
-template <class B, int R>
-void rows_kernel(const float* x, int64_t k, const QuantMatrix& w, float* y, int64_t ldy, int64_t j0,
-                 int64_t j1, bool accumulate) {
+// R rows of x (row stride k) against the C weight rows starting at w0.
+template <class B, int R, int C>
+void quant_tile(const float* x, int64_t k, const uint8_t* w0, int64_t row_bytes, float* y, int64_t ldy,
+                bool accumulate) {
   constexpr int kGroups = B::kElems / 32;
   const int64_t nb = k / B::kElems;
-  for (int64_t j = j0; j < j1; ++j) {
-    const uint8_t* row = w.data + j * w.row_bytes;
 #if AGENTKV_AVX2
-    // Enough independent FMA chains to hide their latency: four in all.
-    constexpr int A = R == 1 ? 4 : (R == 2 ? 2 : 1);
-    __m256 acc[R][A];
-    for (int r = 0; r < R; ++r)
-      for (int a = 0; a < A; ++a) acc[r][a] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * B::kBytes;
-      const float* xb = x + b * B::kElems;
-      for (int s = 0; s < kGroups; ++s) {
+  __m256 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * B::kElems;
+    for (int s = 0; s < kGroups; ++s) {
+      for (int c = 0; c < C; ++c) {
         __m256 wv[4];
-        B::decode(blk, s, wv);
+        B::decode(w0 + c * row_bytes + b * B::kBytes, s, wv);
         for (int r = 0; r < R; ++r)
           for (int t = 0; t < 4; ++t)
-            acc[r][t % A] =
-                _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(xb + r * k + 32 * s + 8 * t), acc[r][t % A]);
+            acc[r][c] = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(xb + r * k + 32 * s + 8 * t), acc[r][c]);
       }
     }
-    for (int r = 0; r < R; ++r) {
-      __m256 v = acc[r][0];
-      for (int a = 1; a < A; ++a) v = _mm256_add_ps(v, acc[r][a]);
-      store(y + r * ldy + j, hsum8(v), accumulate);
-    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) store_out(y + r * ldy + c, hsum8(acc[r][c]), accumulate);
 #else
-    float acc[R] = {};
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * B::kBytes;
-      const float* xb = x + b * B::kElems;
-      for (int s = 0; s < kGroups; ++s) {
+  Lanes8 acc[R][C];
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * B::kElems;
+    for (int s = 0; s < kGroups; ++s) {
+      for (int c = 0; c < C; ++c) {
         float wv[32];
-        B::decode(blk, s, wv);
-        for (int r = 0; r < R; ++r) {
-          const float* xr = xb + r * k + 32 * s;
-          float sum = 0.0f;
-          for (int e = 0; e < 32; ++e) sum += wv[e] * xr[e];
-          acc[r] += sum;
-        }
+        B::decode(w0 + c * row_bytes + b * B::kBytes, s, wv);
+        for (int r = 0; r < R; ++r)
+          for (int e = 0; e < 32; ++e) {
+            float& a = acc[r][c].v[e % 8];
+            a = std::fma(wv[e], xb[r * k + 32 * s + e], a);
+          }
       }
     }
-    for (int r = 0; r < R; ++r) store(y + r * ldy + j, acc[r], accumulate);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) store_out(y + r * ldy + c, hsum8(acc[r][c]), accumulate);
 #endif
+}
+
+// R (<= 4) rows of x against weight rows [j0, j1), C columns per tile.
+template <class B, int R>
+void quant_rows(const float* x, const QuantMatrix& w, float* y, int64_t ldy, int64_t j0, int64_t j1,
+                bool accumulate) {
+  constexpr int C = R <= 2 ? 4 : 2;
+  int64_t j = j0;
+  for (; j + C <= j1; j += C)
+    quant_tile<B, R, C>(x, w.k, w.data + j * w.row_bytes, w.row_bytes, y + j, ldy, accumulate);
+  for (; j < j1; ++j) quant_tile<B, R, 1>(x, w.k, w.data + j * w.row_bytes, w.row_bytes, y + j, ldy, accumulate);
+}
+
+// panel[(j - j0) * k + e] = dequant(w[j])[e] for j in [j0, j1), through the
+// same decoder as quant_tile.
+template <class B>
+void decode_panel(const QuantMatrix& w, int64_t j0, int64_t j1, float* panel) {
+  constexpr int kGroups = B::kElems / 32;
+  const int64_t nb = w.k / B::kElems;
+  for (int64_t j = j0; j < j1; ++j) {
+    const uint8_t* row = w.data + j * w.row_bytes;
+    float* out = panel + (j - j0) * w.k;
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int s = 0; s < kGroups; ++s) {
+        float* o = out + b * B::kElems + 32 * s;
+#if AGENTKV_AVX2
+        __m256 wv[4];
+        B::decode(row + b * B::kBytes, s, wv);
+        for (int t = 0; t < 4; ++t) _mm256_storeu_ps(o + 8 * t, wv[t]);
+#else
+        B::decode(row + b * B::kBytes, s, o);
+#endif
+      }
+    }
   }
 }
 
@@ -76,30 +111,27 @@ template <class B>
 void rows_type(const float* x, const QuantMatrix& w, float* y, int64_t m, int64_t ldy, int64_t n0, int64_t n1,
                bool accumulate) {
   const int64_t k = w.k;
-  // Output columns per tile: ~64 KiB of packed rows, which stay in L2 (512
-  // KiB here) while every group of four x rows passes over them.
-  const int64_t tile =
-      m <= 4 ? n1 - n0 : std::max<int64_t>(4, (int64_t(64) << 10) / std::max<int64_t>(1, w.row_bytes));
-  for (int64_t j0 = n0; j0 < n1; j0 += tile) {
-    const int64_t j1 = std::min(n1, j0 + tile);
-    for (int64_t i = 0; i < m; i += 4) {
-      const float* xi = x + i * k;
-      float* yi = y + i * ldy;
-      switch (std::min<int64_t>(4, m - i)) {
-        case 1:
-          rows_kernel<B, 1>(xi, k, w, yi, ldy, j0, j1, accumulate);
-          break;
-        case 2:
-          rows_kernel<B, 2>(xi, k, w, yi, ldy, j0, j1, accumulate);
-          break;
-        case 3:
-          rows_kernel<B, 3>(xi, k, w, yi, ldy, j0, j1, accumulate);
-          break;
-        default:
-          rows_kernel<B, 4>(xi, k, w, yi, ldy, j0, j1, accumulate);
-          break;
-      }
+  if (m > 4) {
+    // ~96 KiB of decoded weights per panel: L2-resident across all x rows.
+    const int64_t panel_rows = std::max<int64_t>(12, (int64_t(24) << 10) / std::max<int64_t>(1, k) / 12 * 12);
+    thread_local std::vector<float> panel;
+    panel.resize(size_t(panel_rows * k));
+    for (int64_t j0 = n0; j0 < n1; j0 += panel_rows) {
+      const int64_t j1 = std::min(n1, j0 + panel_rows);
+      decode_panel<B>(w, j0, j1, panel.data());
+      dot_rows_f32(x, k, panel.data(), k, k, y + j0, ldy, m, 0, j1 - j0, accumulate);
     }
+    return;
+  }
+  switch (m) {
+    case 1:
+      return quant_rows<B, 1>(x, w, y, ldy, n0, n1, accumulate);
+    case 2:
+      return quant_rows<B, 2>(x, w, y, ldy, n0, n1, accumulate);
+    case 3:
+      return quant_rows<B, 3>(x, w, y, ldy, n0, n1, accumulate);
+    default:
+      return quant_rows<B, 4>(x, w, y, ldy, n0, n1, accumulate);
   }
 }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/cpu_backend.h"
@@ -13,13 +14,24 @@ void swiglu_range(const float* gate, const float* up, float* out, int64_t b, int
 #if AGENTKV_AVX2
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (; i + 8 <= e; i += 8) {
-    __m256 g = _mm256_loadu_ps(gate + i);
+  auto eight = [&](const float* g8, const float* u8, float* o8) {
+    __m256 g = _mm256_loadu_ps(g8);
     __m256 den = _mm256_add_ps(one, cpu::exp8(_mm256_xor_ps(g, sign)));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, den), _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(o8, _mm256_mul_ps(_mm256_div_ps(g, den), _mm256_loadu_ps(u8)));
+  };
+  for (; i + 8 <= e; i += 8) eight(gate + i, up + i, out + i);
+  // The tail through the same vector code: where a thread's slice ends must
+  // not change an element's value (std::exp and exp8 round differently).
+  if (i < e) {
+    float g8[8] = {}, u8[8] = {}, o8[8];
+    std::copy(gate + i, gate + e, g8);
+    std::copy(up + i, up + e, u8);
+    eight(g8, u8, o8);
+    std::copy(o8, o8 + (e - i), out + i);
   }
-#endif
+#else
   for (; i < e; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+#endif
 }
 }  // namespace
 
