@@ -1,6 +1,6 @@
 // Helpers for the serving-engine e2e tests: the model path, a synchronous
-// driver that submits requests and collects their events, and the
-// tolerance-aware comparison of two runs.
+// driver that submits requests and collects their events, and the bitwise
+// comparison of two runs.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -90,22 +90,16 @@ inline std::vector<Outcome> serve_all(ServingEngine& eng, const std::vector<std:
   return serve_requests(eng, std::move(reqs));
 }
 
-// Tolerances are relative. Where two runs put a request in steps of different
-// sizes (batched vs alone), the GEMM sums in another order (the packed
-// quantized kernel for <= 4 rows, oneDNN above, and oneDNN itself blocks by
-// row count): measured up to 1.4e-5 relative, so those comparisons use 3e-5.
-// Cache on vs off keeps the step shapes close and holds at 1e-5.
-inline void expect_close(float a, float b, const std::string& what, double rel) {
-  EXPECT_LE(std::fabs(a - b), rel * std::max(1.0f, std::fabs(b))) << what << ": " << a << " vs " << b;
-}
-
-inline void expect_same(const Outcome& a, const Outcome& b, const std::string& what, double rel = 1e-5) {
+// Exact means bitwise (DESIGN.md §4): every CPU kernel keeps one reduction
+// order per row whatever the Step's row count, its other rows and the thread
+// count (backend/cpu/dot_tile.h), so two runs of the same request compare
+// equal, tokens and logprobs, with no tolerance.
+inline void expect_same(const Outcome& a, const Outcome& b, const std::string& what) {
   ASSERT_EQ(a.tokens, b.tokens) << what;
   ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
   for (size_t t = 0; t < a.logprobs.size(); ++t) {
-    expect_close(a.logprobs[t], b.logprobs[t], what + " token " + std::to_string(t), rel);
-    ASSERT_EQ(a.top[t].size(), b.top[t].size());
-    for (size_t k = 0; k < a.top[t].size(); ++k) expect_close(a.top[t][k], b.top[t][k], what, rel);
+    EXPECT_EQ(a.logprobs[t], b.logprobs[t]) << what << " token " << t;
+    EXPECT_EQ(a.top[t], b.top[t]) << what << " token " << t;
   }
 }
 
