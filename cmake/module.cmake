@@ -11,7 +11,9 @@ function(agentkv_module name)
   endif()
 endfunction()
 
-# agentkv_test(NAME DIR DEPS...) : one gtest binary from every .cpp in DIR.
+# agentkv_test(NAME DIR DEPS...) : one gtest binary from every .cpp in DIR,
+# labelled by where DIR is: e2e (tests/e2e, the real model), backend
+# (tests/backend) or unit. `ctest -L unit` runs one kind.
 function(agentkv_test name dir)
   file(GLOB _srcs CONFIGURE_DEPENDS ${dir}/*.cpp)
   if(NOT _srcs)
@@ -20,6 +22,12 @@ function(agentkv_test name dir)
   add_executable(${name} ${_srcs})
   target_link_libraries(${name} PRIVATE ${ARGN} GTest::gtest GTest::gtest_main)
   target_compile_definitions(${name} PRIVATE AGENTKV_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  set(_label unit)
+  if(dir MATCHES "/e2e$")
+    set(_label e2e)
+  elseif(dir MATCHES "/backend$")
+    set(_label backend)
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT "AGENTKV_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+    PROPERTIES ENVIRONMENT "AGENTKV_SOURCE_DIR=${CMAKE_SOURCE_DIR}" LABELS ${_label})
 endfunction()

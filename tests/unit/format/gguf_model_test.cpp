@@ -3,6 +3,8 @@
 // model file is absent.
 #include <gtest/gtest.h>
 
+#include "../../ci_required.h"
+
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -19,7 +21,7 @@ namespace {
 class GgufModel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!test::file_exists(test::model_path())) GTEST_SKIP() << test::model_path() << " not found";
+    AGENTKV_REQUIRE(!test::file_exists(test::model_path()), test::model_path() << " not found");
     ref_ = nlohmann::json::parse(test::read_text(test::source_dir() + "/tests/data/format/smollm2_ref.json"));
     auto r = GgufFile::open(test::model_path());
     ASSERT_TRUE(r.is_ok()) << r.status().message();

@@ -4,6 +4,8 @@
 // SentencePiece vocabulary, and jinja2 renderings of the chat templates.
 #include <gtest/gtest.h>
 
+#include "../../ci_required.h"
+
 #include "tokenizer/chat_template.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer_test_util.h"
@@ -36,7 +38,7 @@ TEST(TokenizerReference, CorpusIsLargeAndAligned) {
 }
 
 TEST(TokenizerReference, SmollmMatchesHfTokenizers) {
-  if (!test::file_exists(test::model_path())) GTEST_SKIP() << "model file absent: " << test::model_path();
+  AGENTKV_REQUIRE(!test::file_exists(test::model_path()), "model file absent: " << test::model_path());
   auto tok = load_model_tokenizer();
   ASSERT_TRUE(tok.is_ok()) << tok.status().message();
   EXPECT_EQ(tok->n_vocab(), expected_json()["n_tokens"].get<int>());
@@ -68,7 +70,7 @@ TEST(TokenizerReference, SmollmMatchesHfTokenizers) {
 // HF built the same way: the full pipeline for gpt2, llama-bpe (with
 // ignore_merges) and qwen2.
 TEST(TokenizerReference, OtherPreTokenizersMatchHfOnModelVocab) {
-  if (!test::file_exists(test::model_path())) GTEST_SKIP() << "model file absent";
+  AGENTKV_REQUIRE(!test::file_exists(test::model_path()), "model file absent");
   auto f = GgufFile::open(test::model_path());
   ASSERT_TRUE(f.is_ok()) << f.status().message();
   const auto c = corpus();
@@ -93,7 +95,7 @@ TEST(TokenizerReference, OtherPreTokenizersMatchHfOnModelVocab) {
 }
 
 TEST(TokenizerReference, SmollmSpecialTokensAndEog) {
-  if (!test::file_exists(test::model_path())) GTEST_SKIP() << "model file absent";
+  AGENTKV_REQUIRE(!test::file_exists(test::model_path()), "model file absent");
   auto tok = load_model_tokenizer();
   ASSERT_TRUE(tok.is_ok()) << tok.status().message();
   const auto im_start = tok->find_token("<|im_start|>"), im_end = tok->find_token("<|im_end|>");

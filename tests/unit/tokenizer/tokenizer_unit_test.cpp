@@ -3,6 +3,8 @@
 // detection and errors.
 #include <gtest/gtest.h>
 
+#include "../../ci_required.h"
+
 #include <chrono>
 
 #include "tokenizer/chat_template.h"
@@ -249,7 +251,7 @@ TEST(ChatTemplate, MistralFoldsSystemIntoFirstUserTurn) {
 
 // A long prompt must encode in well under 10 ms (Release build).
 TEST(TokenizerPerf, LongPromptEncodesQuickly) {
-  if (!test::file_exists(test::model_path())) GTEST_SKIP() << "model file absent";
+  AGENTKV_REQUIRE(!test::file_exists(test::model_path()), "model file absent");
   auto f = GgufFile::open(test::model_path());
   ASSERT_TRUE(f.is_ok());
   auto v = vocab_from_gguf(*f, 0);
