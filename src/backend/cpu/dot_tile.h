@@ -51,7 +51,11 @@ inline void dot_tile_f32(const float* x, int64_t ldx, const float* w, int64_t ld
     __m256 wv[C];
     for (int c = 0; c < C; ++c) wv[c] = _mm256_loadu_ps(w + c * ldw + i);
     for (int r = 0; r < R; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x + r * ldx + i);
+      __m256 xv = _mm256_loadu_ps(x + r * ldx + i);
+      // Keep x in a register: folded into each FMA as a memory operand it
+      // costs R * C loads per step instead of R, and the loads, not the FMAs,
+      // become the bottleneck.
+      __asm__("" : "+x"(xv));
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv[c], xv, acc[r][c]);
     }
   }
