@@ -35,6 +35,25 @@ def test_help(sub):
     assert "Usage" in r.stdout or "usage" in r.stdout.lower()
 
 
+def test_tokenize_text_that_begins_with_a_dash():
+    # "-hello" alone reads as options (-h: help); "--" or --text= take it as text.
+    plain = run("tokenize", "--no-bos", "x-hello")
+    assert plain.returncode == 0, plain.stderr
+    after_dashes = run("tokenize", "--no-bos", "--", "-hello")
+    named = run("tokenize", "--no-bos", "--text=-hello")
+    named_sep = run("tokenize", "--no-bos", "--text", "--x")
+    for r in (after_dashes, named, named_sep):
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() and "Usage" not in r.stdout, r.stdout
+    assert after_dashes.stdout == named.stdout
+    assert after_dashes.stdout != run("tokenize", "--no-bos", "hello").stdout  # the dash was tokenized
+    pieces = run("tokenize", "--no-bos", "--pieces", "--", "--pieces")
+    assert pieces.returncode == 0 and "pieces" in pieces.stdout, pieces.stdout  # an option's name, as text
+    missing = run("tokenize")
+    assert missing.returncode != 0 and "--text" in missing.stderr
+    assert "--" in run("tokenize", "--help").stdout
+
+
 def test_stop_string_and_max_tokens():
     r = run("generate", "--chat", "Count from 1 to 20, separated by commas.", "-n", "64", "--stop", "5")
     assert r.returncode == 0, r.stderr
