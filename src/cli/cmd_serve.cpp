@@ -24,8 +24,8 @@
 #include "agentkv/serving.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "server/http_server.h"
 #include "server/adapter_path.h"
+#include "server/http_server.h"
 #include "server/serve_config.h"
 
 namespace agentkv::cli {
@@ -170,14 +170,16 @@ Status check_lora_loading(server::ServerConfig& cfg) {
     return Status::ok();
   }
   if (cfg.lora_dir.empty()) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--enable-lora-loading needs --lora-dir DIR (the only place adapters may be loaded from)");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--enable-lora-loading needs --lora-dir DIR (the only place adapters may be loaded from)");
   }
   AKV_ASSIGN_OR_RETURN(cfg.lora_dir, server::canonical_lora_dir(cfg.lora_dir));
   if (!cfg.api_keys.empty() && cfg.admin_api_keys.empty()) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--enable-lora-loading with API keys needs an --admin-api-key (only admin keys may load "
-                      "and unload adapters)");
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--enable-lora-loading with API keys needs an --admin-api-key (only admin keys may load "
+        "and unload adapters)");
   }
   return Status::ok();
 }
@@ -325,9 +327,10 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("--enable-lora-loading", s.enable_lora_loading,
                 "allow POST /v1/load_lora_adapter and /v1/unload_lora_adapter (off: they answer 404); needs "
                 "--lora-dir, and an --admin-api-key when there are API keys");
-  cmd->add_option("--lora-dir", s.lora_dir,
-                  "the directory adapters may be loaded from at run time; lora_path is taken relative to it and "
-                  "may not leave it (no '..', no symlink out)");
+  cmd->add_option(
+      "--lora-dir", s.lora_dir,
+      "the directory adapters may be loaded from at run time; lora_path is taken relative to it and "
+      "may not leave it (no '..', no symlink out)");
   cmd->add_option("--served-model-name", s.model_name,
                   "the model name clients send (default: the file's stem)");
   cmd->add_option("--adapter", a->adapters,
@@ -355,7 +358,8 @@ void register_serve(CLI::App& app) {
                   "the connection)")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
-  cmd->add_option("--body-timeout", c.timeouts.body_s, "seconds a client has to send a request body, once its "
+  cmd->add_option("--body-timeout", c.timeouts.body_s,
+                  "seconds a client has to send a request body, once its "
                   "headers are in")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));

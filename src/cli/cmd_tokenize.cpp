@@ -45,9 +45,9 @@ void register_tokenize(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file")->capture_default_str();
   // A positional that begins with '-' reads as options ("-hello" is -h,
   // help), so such text goes after "--" or in --text=.
-  CLI::Option* positional =
-      cmd->add_option("text", a->text, "text to tokenize; text that begins with '-' goes after '--' "
-                                       "(tokenize -- -x) or in --text=-x");
+  CLI::Option* positional = cmd->add_option("text", a->text,
+                                            "text to tokenize; text that begins with '-' goes after '--' "
+                                            "(tokenize -- -x) or in --text=-x");
   CLI::Option* named = cmd->add_option("--text", a->text, "text to tokenize (instead of the positional)");
   positional->excludes(named);
   cmd->footer("Text that begins with '-': agentkv tokenize -- \"-x\"  or  agentkv tokenize --text=\"-x\"");
@@ -56,7 +56,8 @@ void register_tokenize(CLI::App& app) {
   cmd->add_flag("--pieces", a->pieces, "one token per line with its text");
   cmd->callback([a, positional, named] {
     if (positional->count() + named->count() == 0) {
-      return fail(make_error(ErrorCode::kInvalidArgument, "tokenize: give the text (a positional, or --text)"));
+      return fail(
+          make_error(ErrorCode::kInvalidArgument, "tokenize: give the text (a positional, or --text)"));
     }
     run(*a);
   });

@@ -28,8 +28,7 @@ std::optional<std::string> real_path(const std::string& p, int* err) {
 
 bool inside(const std::string& dir, const std::string& path) {
   if (dir == "/") return path.size() > 1 && path[0] == '/';
-  return path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0 &&
-         path[dir.size()] == '/';
+  return path.size() > dir.size() + 1 && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
 }
 
 bool regular_or_dir(const std::string& resolved, bool* is_dir) {
@@ -61,7 +60,8 @@ Result<std::string> canonical_lora_dir(const std::string& dir) {
 ApiResult<std::string> confine_adapter_path(const std::string& lora_dir, const std::string& requested) {
   // No directory, no loading: never "everything under the root".
   if (lora_dir.empty() || lora_dir[0] != '/') return bad_request("lora_path", kOutside);
-  if (requested.empty() || requested.find('\0') != std::string::npos) return bad_request("lora_path", kOutside);
+  if (requested.empty() || requested.find('\0') != std::string::npos)
+    return bad_request("lora_path", kOutside);
   const fs::path req(requested);
   for (const fs::path& part : req) {
     if (part == "..") return bad_request("lora_path", "lora_path must not contain '..'");
@@ -69,7 +69,8 @@ ApiResult<std::string> confine_adapter_path(const std::string& lora_dir, const s
   const std::string candidate = req.is_absolute() ? requested : lora_dir + "/" + requested;
   // Refused before the file system is asked, so a path outside tells nothing
   // about what exists there.
-  if (!inside(lora_dir, fs::path(candidate).lexically_normal().string())) return bad_request("lora_path", kOutside);
+  if (!inside(lora_dir, fs::path(candidate).lexically_normal().string()))
+    return bad_request("lora_path", kOutside);
   int err = 0;
   std::optional<std::string> resolved = real_path(candidate, &err);
   if (!resolved) {
@@ -88,7 +89,8 @@ ApiResult<std::string> confine_adapter_path(const std::string& lora_dir, const s
       std::optional<std::string> r = real_path(entry.path().string(), &err);
       bool sub_dir = false;
       if (!r || !inside(lora_dir, *r) || !regular_or_dir(*r, &sub_dir)) {
-        return bad_request("lora_path", "lora_path '" + requested + "' holds '" + entry.path().filename().string() +
+        return bad_request("lora_path", "lora_path '" + requested + "' holds '" +
+                                            entry.path().filename().string() +
                                             "', which is not a regular file inside the adapter directory");
       }
     }

@@ -12,6 +12,8 @@
 // thread, no CPU (see connection_stream.h for the deadlines that bound it).
 #pragma once
 
+#include <httplib.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -20,8 +22,6 @@
 #include <mutex>
 #include <thread>
 #include <vector>
-
-#include <httplib.h>
 
 namespace agentkv::server {
 

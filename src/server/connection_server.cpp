@@ -59,7 +59,8 @@ void ConnectionServer::reject(socket_t sock) {
   char sink[4096];
   for (int i = 0; i < 16 && ::recv(sock, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
   }
-  [[maybe_unused]] const ssize_t n = ::send(sock, reject_bytes_.data(), reject_bytes_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  [[maybe_unused]] const ssize_t n =
+      ::send(sock, reject_bytes_.data(), reject_bytes_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(sock, SHUT_WR);
   ::close(sock);
   rejected_.fetch_add(1);
@@ -73,7 +74,8 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
   open_.fetch_add(1);
   ConnectionStream strm(sock, wake_fd_, limits_.timeouts);
   bool ret = false;
-  const size_t max_requests = limits_.max_requests_per_connection < 1 ? 1 : limits_.max_requests_per_connection;
+  const size_t max_requests =
+      limits_.max_requests_per_connection < 1 ? 1 : limits_.max_requests_per_connection;
   for (size_t served = 0; served < max_requests && svr_sock_ != INVALID_SOCKET; ++served) {
     if (!strm.wait_request(served == 0)) break;
     bool connection_closed = false;

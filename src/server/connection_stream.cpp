@@ -14,7 +14,8 @@ namespace {
 using Clock = ConnectionStream::Clock;
 
 Clock::time_point after(Clock::time_point t, double seconds) {
-  return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, seconds)));
+  return t +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, seconds)));
 }
 
 void ip_and_port(const sockaddr_storage& addr, socklen_t len, std::string& ip, int& port) {
@@ -26,8 +27,8 @@ void ip_and_port(const sockaddr_storage& addr, socklen_t len, std::string& ip, i
     return;
   }
   char host[NI_MAXHOST] = {};
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) ==
-      0) {
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host, sizeof(host), nullptr, 0,
+                  NI_NUMERICHOST) == 0) {
     ip = host;
   }
 }
@@ -61,7 +62,8 @@ bool ConnectionStream::wait_request(bool first) {
   header_bytes_ = 0;
   line_len_ = 0;
   if (off_ == len_) {
-    const Clock::time_point wait_end = first ? after(accepted_, t_.header_s) : after(Clock::now(), t_.keep_alive_s);
+    const Clock::time_point wait_end =
+        first ? after(accepted_, t_.header_s) : after(Clock::now(), t_.keep_alive_s);
     if (!poll_until(POLLIN, wait_end)) return false;
     // The peer may have closed: the read reports it (httplib then closes too).
   }
@@ -100,9 +102,7 @@ bool ConnectionStream::account_headers(const char* p, size_t n) {
   return true;
 }
 
-bool ConnectionStream::is_readable() const {
-  return off_ < len_ || poll_until(POLLIN, deadline_);
-}
+bool ConnectionStream::is_readable() const { return off_ < len_ || poll_until(POLLIN, deadline_); }
 
 ssize_t ConnectionStream::read(char* ptr, size_t size) {
   if (size == 0) return 0;

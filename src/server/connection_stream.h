@@ -30,10 +30,10 @@
 namespace agentkv::server {
 
 struct ConnectionTimeouts {
-  double header_s = 10;       // request line + headers, counted from accept for the first request
-  double body_s = 30;         // the whole body, counted from the end of the headers
-  double keep_alive_s = 5;    // idle wait for the next request on a kept-alive connection
-  double write_s = 5;         // one write may wait this long for the socket to drain
+  double header_s = 10;                 // request line + headers, counted from accept for the first request
+  double body_s = 30;                   // the whole body, counted from the end of the headers
+  double keep_alive_s = 5;              // idle wait for the next request on a kept-alive connection
+  double write_s = 5;                   // one write may wait this long for the socket to drain
   size_t max_header_bytes = 64 * 1024;  // request line + headers
 };
 

@@ -315,8 +315,9 @@ void HttpServer::handle_adapter(const httplib::Request& req, httplib::Response& 
   if (!cfg_.enable_lora_loading) {
     // As if the route did not exist (vLLM keeps these behind an environment switch).
     ApiError e = error_for_status(404);
-    e.message = "Loading adapters at run time is disabled on this server (it is started with "
-                "--enable-lora-loading and --lora-dir DIR to allow it)";
+    e.message =
+        "Loading adapters at run time is disabled on this server (it is started with "
+        "--enable-lora-loading and --lora-dir DIR to allow it)";
     return write_error(res, e);
   }
   if (!authorize(req, res, nullptr, /*admin=*/true)) return;
@@ -325,8 +326,9 @@ void HttpServer::handle_adapter(const httplib::Request& req, httplib::Response& 
   if (!engine) return write_error(res, unavailable("the model is still loading"));
   request_begin();  // shutdown() waits for this answer
   std::string detail;
-  const ApiResult<std::string> r = load ? load_adapter(*engine, cfg_.model_name, cfg_.lora_dir, req.body, limits_, &detail)
-                                        : unload_adapter(*engine, req.body, limits_);
+  const ApiResult<std::string> r =
+      load ? load_adapter(*engine, cfg_.model_name, cfg_.lora_dir, req.body, limits_, &detail)
+           : unload_adapter(*engine, req.body, limits_);
   if (!detail.empty()) std::fprintf(stderr, "agentkv: %s\n", printable(detail).c_str());
   if (r.ok()) {
     std::fprintf(stderr, "agentkv: %s\n", printable(r.value()).c_str());

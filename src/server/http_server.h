@@ -59,7 +59,7 @@ struct ServerConfig {
   // directory); with API keys, only admin keys may load or unload.
   bool enable_lora_loading = false;
   std::string lora_dir;
-  std::set<std::string> admin_api_keys;         // a subset of api_keys' keys
+  std::set<std::string> admin_api_keys;  // a subset of api_keys' keys
 };
 
 class HttpServer {

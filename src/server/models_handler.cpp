@@ -35,10 +35,11 @@ ApiError load_error(const Status& st, const LoadAdapterRequest& r) {
   if (st.code() == ErrorCode::kUnavailable || st.code() == ErrorCode::kResourceExhausted) {
     return api_error_from_status(st);
   }
-  return bad_request("lora_path", "Cannot load adapter '" + r.name + "' from lora_path '" + r.path +
-                                      "'. It is not an adapter this server can load (a PEFT directory or a GGUF LoRA "
-                                      "file for this base model), or an invalid name; the server log has the "
-                                      "details");
+  return bad_request("lora_path",
+                     "Cannot load adapter '" + r.name + "' from lora_path '" + r.path +
+                         "'. It is not an adapter this server can load (a PEFT directory or a GGUF LoRA "
+                         "file for this base model), or an invalid name; the server log has the "
+                         "details");
 }
 
 ApiError adapter_not_found(const std::string& name) {
@@ -123,8 +124,9 @@ ApiResult<UnloadAdapterRequest> parse_unload_adapter_request(std::string_view bo
   return r;
 }
 
-ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name, const std::string& lora_dir,
-                                    std::string_view body, const RequestLimits& limits, std::string* log_detail) {
+ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name,
+                                    const std::string& lora_dir, std::string_view body,
+                                    const RequestLimits& limits, std::string* log_detail) {
   ApiResult<LoadAdapterRequest> parsed = parse_load_adapter_request(body, limits);
   if (!parsed.ok()) return parsed.error();
   const LoadAdapterRequest& r = parsed.value();
@@ -139,7 +141,8 @@ ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& ba
   ApiResult<std::string> path = confine_adapter_path(lora_dir, r.path);
   if (!path.ok()) return path.error();
   if (Status st = engine.load_adapter(r.name, path.value(), r.kind); !st.is_ok()) {
-    if (log_detail) *log_detail = "load_lora_adapter '" + r.name + "' from " + path.value() + ": " + st.message();
+    if (log_detail)
+      *log_detail = "load_lora_adapter '" + r.name + "' from " + path.value() + ": " + st.message();
     return load_error(st, r);
   }
   return "Success: LoRA adapter '" + r.name + "' added successfully.";

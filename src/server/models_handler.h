@@ -57,8 +57,9 @@ ApiResult<UnloadAdapterRequest> parse_unload_adapter_request(std::string_view bo
 // generic message, never the loader's (which may quote bytes of the file,
 // "bad magic 0x746f6f72" for /etc/passwd); `log_detail` gets it, for the
 // server's log.
-ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name, const std::string& lora_dir,
-                                    std::string_view body, const RequestLimits& limits, std::string* log_detail);
+ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name,
+                                    const std::string& lora_dir, std::string_view body,
+                                    const RequestLimits& limits, std::string* log_detail);
 ApiResult<std::string> unload_adapter(ServingEngine& engine, std::string_view body, const RequestLimits& limits);
 
 }  // namespace agentkv::server

@@ -1,6 +1,4 @@
 // confine_adapter_path: a runtime adapter path stays inside --lora-dir.
-#include "server/adapter_path.h"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include "server/adapter_path.h"
 
 namespace agentkv::server {
 namespace {

@@ -266,7 +266,11 @@ TEST_F(HttpAdaptersTest, LoadErrors) {
       {"the base's name", {{"lora_name", "tiny"}, {"lora_path", "/a"}}, 400, "lora_name", ""},
       {"not an adapter", {{"lora_name", "x"}, {"lora_path", "garbage"}}, 400, "lora_path", ""},
       {"unreadable", {{"lora_name", "x"}, {"lora_path", "unreadable"}}, 400, "lora_path", ""},
-      {"no adapter there", {{"lora_name", "x"}, {"lora_path", "missing"}}, 404, "lora_path", "adapter_not_found"},
+      {"no adapter there",
+       {{"lora_name", "x"}, {"lora_path", "missing"}},
+       404,
+       "lora_path",
+       "adapter_not_found"},
       {"outside the lora dir", {{"lora_name", "x"}, {"lora_path", "/etc/passwd"}}, 400, "lora_path", ""},
       {"dot-dot", {{"lora_name", "x"}, {"lora_path", "../etc/passwd"}}, 400, "lora_path", ""},
   };
@@ -357,11 +361,13 @@ TEST_F(HttpAdaptersTest, AdapterEndpointsNeedAKey) {
   auto unload_none = post("/v1/unload_lora_adapter", {{"lora_name", "sql"}});
   ASSERT_TRUE(unload_none);
   EXPECT_EQ(unload_none->status, 401);
-  auto unload_plain = post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}, {{"Authorization", "Bearer plain"}});
+  auto unload_plain =
+      post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}, {{"Authorization", "Bearer plain"}});
   ASSERT_TRUE(unload_plain);
   EXPECT_EQ(unload_plain->status, 403);
   // The plain key still serves completions.
-  auto completion = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}}, {{"Authorization", "Bearer plain"}});
+  auto completion =
+      post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}}, {{"Authorization", "Bearer plain"}});
   ASSERT_TRUE(completion);
   EXPECT_EQ(completion->status, 200) << completion->body;
   auto unload_ok = post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}, {{"Authorization", "Bearer k1"}});
