@@ -53,16 +53,12 @@ std::string ConnectionServer::over_capacity_response(size_t max_connections) {
 }
 
 void ConnectionServer::reject(socket_t sock) {
-  // On the accepting thread: nothing here may block. Read what the client
-  // has sent (closing with unread bytes would reset the connection, which
-  // can destroy the answer before the client reads it), answer, close.
-  char sink[4096];
-  for (int i = 0; i < 16 && ::recv(sock, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
-  }
+  // On the accepting thread: nothing here may block. Answer at once, end our
+  // side, and let the closer wait for the client's (see lingering_closer.h).
   [[maybe_unused]] const ssize_t n =
       ::send(sock, reject_bytes_.data(), reject_bytes_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(sock, SHUT_WR);
-  ::close(sock);
+  closer_.close_later(sock);
   rejected_.fetch_add(1);
 }
 

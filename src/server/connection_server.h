@@ -19,6 +19,7 @@
 #include <string>
 
 #include "server/connection_stream.h"
+#include "server/lingering_closer.h"
 
 namespace agentkv::server {
 
@@ -58,6 +59,7 @@ class ConnectionServer : public httplib::Server {
   std::atomic<size_t> open_{0};
   std::atomic<size_t> rejected_{0};
   std::string reject_bytes_;
+  LingeringCloser closer_;  // rejected sockets, closed once their client is done
 };
 
 }  // namespace agentkv::server

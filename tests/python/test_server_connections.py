@@ -181,6 +181,12 @@ def test_connection_cap_answers_503_with_an_openai_error(strict):
         err = json.loads(body)["error"]
         assert err["code"] == "too_many_connections" and err["type"] == "server_error", err
         assert "20" in err["message"], err
+        # A client still sending its body when it is turned away reads the
+        # 503 too, rather than a reset (the server closes after it is done).
+        for _ in range(5):
+            status, _, body = strict.request("POST", "/v1/completions", b'{"pad": "' + b"x" * 200_000 + b'"}',
+                                             timeout=5)
+            assert status == 503, body
     finally:
         close_all(held)
     # Room again once they are gone.
