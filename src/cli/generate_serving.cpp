@@ -36,7 +36,8 @@ Result<ServeEvent> run_one(ServingEngine& engine, ServeRequest req,
                            const std::function<void(const std::string&)>& on_text,
                            std::vector<SampleResult>* samples = nullptr) {
   auto q = std::make_shared<EventQueue>();
-  AKV_ASSIGN_OR_RETURN(ServeId id, engine.submit(std::move(req), [q](ServeEvent&& e) { q->push(std::move(e)); }));
+  AKV_ASSIGN_OR_RETURN(ServeId id,
+                       engine.submit(std::move(req), [q](ServeEvent&& e) { q->push(std::move(e)); }));
   (void)id;
   for (;;) {
     ServeEvent e = q->pop();
@@ -44,7 +45,8 @@ Result<ServeEvent> run_one(ServingEngine& engine, ServeRequest req,
     if (samples) samples->insert(samples->end(), e.samples.begin(), e.samples.end());
     if (e.finish == ServeFinish::kNone) continue;
     if (e.finish == ServeFinish::kError) return make_error(ErrorCode::kInternal, e.error);
-    if (e.finish == ServeFinish::kCancelled) return make_error(ErrorCode::kUnavailable, "the request was cancelled");
+    if (e.finish == ServeFinish::kCancelled)
+      return make_error(ErrorCode::kUnavailable, "the request was cancelled");
     return e;
   }
 }

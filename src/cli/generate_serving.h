@@ -32,7 +32,7 @@ struct ServingGenerateResult {
   int32_t completion_tokens = 0;
   double ttft_s = 0;
   double total_s = 0;
-  std::string finish;  // "stop" or "length"
+  std::string finish;                 // "stop" or "length"
   std::vector<SampleResult> samples;  // per generated token of the adapter's request
 };
 
