@@ -11,7 +11,8 @@ thread_local bool t_over_capacity = false;
 ConnectionPool::ConnectionPool(size_t max_open, double idle_exit_s)
     : max_open_(max_open < 1 ? 1 : max_open), idle_exit_s_(idle_exit_s) {}
 
-ConnectionPool::~ConnectionPool() { shutdown(); }
+// Qualified: a virtual call in a destructor would not dispatch anyway.
+ConnectionPool::~ConnectionPool() { ConnectionPool::shutdown(); }
 
 bool ConnectionPool::over_capacity() { return t_over_capacity; }
 
