@@ -2,8 +2,10 @@
 // the continuous-batching engine. The port opens first (GET /health answers
 // 503 while the model loads); SIGTERM or SIGINT drains and exits 0. Adapters
 // given with --adapter (or the config's "adapters") are served next to the
-// base; more can be loaded at run time (POST /v1/load_lora_adapter).
+// base; with --enable-lora-loading, more can be loaded at run time from
+// --lora-dir (POST /v1/load_lora_adapter).
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +24,7 @@
 #include "agentkv/serving.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "server/adapter_path.h"
 #include "server/http_server.h"
 #include "server/serve_config.h"
 
@@ -32,7 +35,8 @@ namespace {
 struct ServeArgs {
   ServingOptions engine;
   server::ServerConfig server;
-  std::vector<std::string> api_keys;  // KEY=TENANT
+  std::vector<std::string> api_keys;        // KEY=TENANT
+  std::vector<std::string> admin_api_keys;  // KEY=TENANT, may also load and unload adapters
   std::vector<std::string> adapters;  // NAME=PATH[:kind], from the command line
   std::vector<ServingOptions::AdapterSpec> config_adapters;  // from --config, used without --adapter
   std::string config_path;
@@ -134,18 +138,71 @@ Status apply_config_file(CLI::App* cmd, ServeArgs& a, const std::string& path) {
   return Status::ok();
 }
 
-Result<std::map<std::string, std::string>> parse_api_keys(const std::vector<std::string>& specs) {
-  std::map<std::string, std::string> keys;
-  for (const std::string& s : specs) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return make_error(ErrorCode::kInvalidArgument, "--api-key wants KEY=TENANT, got '", s, "'");
-    }
-    if (!keys.emplace(s.substr(0, eq), s.substr(eq + 1)).second) {
-      return make_error(ErrorCode::kInvalidArgument, "--api-key: key '", s.substr(0, eq), "' given twice");
+// --api-key and --admin-api-key (both KEY=TENANT) into ServerConfig's keys;
+// a key may appear once in all.
+Status parse_api_keys(const ServeArgs& a, server::ServerConfig& cfg) {
+  cfg.api_keys.clear();
+  cfg.admin_api_keys.clear();
+  for (const bool admin : {false, true}) {
+    const char* flag = admin ? "--admin-api-key" : "--api-key";
+    for (const std::string& s : admin ? a.admin_api_keys : a.api_keys) {
+      const size_t eq = s.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return make_error(ErrorCode::kInvalidArgument, flag, " wants KEY=TENANT, got '", s, "'");
+      }
+      const std::string key = s.substr(0, eq);
+      if (!cfg.api_keys.emplace(key, s.substr(eq + 1)).second) {
+        return make_error(ErrorCode::kInvalidArgument, flag, ": key '", key, "' given twice");
+      }
+      if (admin) cfg.admin_api_keys.insert(key);
     }
   }
-  return keys;
+  return Status::ok();
+}
+
+// --enable-lora-loading needs --lora-dir (resolved here, once), and with API
+// keys an admin key, else nobody could use it.
+Status check_lora_loading(server::ServerConfig& cfg) {
+  if (!cfg.enable_lora_loading) {
+    if (!cfg.lora_dir.empty()) {
+      return make_error(ErrorCode::kInvalidArgument, "--lora-dir is only used with --enable-lora-loading");
+    }
+    return Status::ok();
+  }
+  if (cfg.lora_dir.empty()) {
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--enable-lora-loading needs --lora-dir DIR (the only place adapters may be loaded from)");
+  }
+  AKV_ASSIGN_OR_RETURN(cfg.lora_dir, server::canonical_lora_dir(cfg.lora_dir));
+  if (!cfg.api_keys.empty() && cfg.admin_api_keys.empty()) {
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        "--enable-lora-loading with API keys needs an --admin-api-key (only admin keys may load "
+        "and unload adapters)");
+  }
+  return Status::ok();
+}
+
+// Every connection is a descriptor: raise the soft limit to the hard one, and
+// keep the connection cap below what the process may open (past the limit
+// accept() fails and clients would wait in the backlog instead of getting 503).
+void fit_fd_limit(server::ServerConfig& cfg) {
+  constexpr rlim_t kReserve = 64;  // model file, log, listener, engine
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  size_t& cap = cfg.connections.max_connections;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < cap + kReserve) {
+    const size_t fit = rl.rlim_cur > kReserve * 2 ? static_cast<size_t>(rl.rlim_cur - kReserve) : 16;
+    std::fprintf(stderr, "agentkv: --max-connections %zu lowered to %zu (open file limit %llu)\n", cap, fit,
+                 static_cast<unsigned long long>(rl.rlim_cur));
+    cap = fit;
+  }
 }
 
 // --adapter (or the config's adapters) into ServingOptions::adapters, checked
@@ -174,7 +231,9 @@ Status resolve_adapters(ServeArgs& a) {
 
 Status serve(ServeArgs& a, CLI::App* cmd) {
   if (!a.config_path.empty()) AKV_RETURN_IF_ERROR(apply_config_file(cmd, a, a.config_path));
-  AKV_ASSIGN_OR_RETURN(a.server.api_keys, parse_api_keys(a.api_keys));
+  AKV_RETURN_IF_ERROR(parse_api_keys(a, a.server));
+  AKV_RETURN_IF_ERROR(check_lora_loading(a.server));
+  fit_fd_limit(a.server);
   AKV_RETURN_IF_ERROR(server::check_kv_sharing(a.engine.kv_sharing));
   a.engine.prefix_caching = !a.no_prefix_caching;
   if (a.server.model_name.empty())
@@ -206,13 +265,16 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
                    m.id.c_str());
     }
   }
+  if (a.server.enable_lora_loading) {
+    std::fprintf(stderr, "agentkv: adapters may be loaded at run time from %s%s\n", a.server.lora_dir.c_str(),
+                 a.server.api_keys.empty() ? " by any client (no API keys)" : " with an admin key");
+  }
   std::fprintf(stderr, "agentkv: listening on http://%s:%d\n", a.server.host.c_str(), port);
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::fprintf(stderr, "agentkv: draining (up to %g s)\n", a.server.shutdown_timeout_s);
   http.drain();
   std::fprintf(stderr, "agentkv: stopped\n");
-  // Every request is answered. Exit without joining the HTTP workers that
-  // still sit on idle keep-alive connections (up to their 5 s timeout).
+  // Every request is answered; exit without joining the connection threads.
   std::fflush(nullptr);
   std::_Exit(0);
 }
@@ -260,6 +322,15 @@ void register_serve(CLI::App& app) {
   cmd->add_option(
       "--api-key", a->api_keys,
       "KEY=TENANT (repeatable): require 'Authorization: Bearer KEY'; the tenant isolates the cache");
+  cmd->add_option("--admin-api-key", a->admin_api_keys,
+                  "KEY=TENANT (repeatable): an --api-key that may also load and unload adapters");
+  cmd->add_flag("--enable-lora-loading", s.enable_lora_loading,
+                "allow POST /v1/load_lora_adapter and /v1/unload_lora_adapter (off: they answer 404); needs "
+                "--lora-dir, and an --admin-api-key when there are API keys");
+  cmd->add_option(
+      "--lora-dir", s.lora_dir,
+      "the directory adapters may be loaded from at run time; lora_path is taken relative to it and "
+      "may not leave it (no '..', no symlink out)");
   cmd->add_option("--served-model-name", s.model_name,
                   "the model name clients send (default: the file's stem)");
   cmd->add_option("--adapter", a->adapters,
@@ -277,9 +348,25 @@ void register_serve(CLI::App& app) {
                   "seconds a SIGTERM lets running requests finish")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
-  cmd->add_option("--http-threads", s.n_http_threads, "HTTP worker threads (concurrent connections)")
+  server::ConnectionLimits& c = s.connections;
+  cmd->add_option("--max-connections,--http-threads", c.max_connections,
+                  "open connections at most (each has a thread); past it a new connection gets 503")
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(CLI::Range(size_t{1}, size_t{1} << 16));
+  cmd->add_option("--header-timeout", c.timeouts.header_s,
+                  "seconds a client has to send a request's line and headers (the first request's count from "
+                  "the connection)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--body-timeout", c.timeouts.body_s,
+                  "seconds a client has to send a request body, once its "
+                  "headers are in")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--keep-alive-timeout", c.timeouts.keep_alive_s,
+                  "seconds an idle keep-alive connection waits for its next request")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option(
       "--config", a->config_path,
       "JSON object of flag values, e.g. {\"port\": 8001, \"api-key\": [\"k1=t1\"], \"adapters\": "

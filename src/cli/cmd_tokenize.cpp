@@ -43,11 +43,24 @@ void register_tokenize(CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Print the token ids of a text");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->capture_default_str();
-  cmd->add_option("text", a->text, "text to tokenize")->required();
+  // A positional that begins with '-' reads as options ("-hello" is -h,
+  // help), so such text goes after "--" or in --text=.
+  CLI::Option* positional = cmd->add_option("text", a->text,
+                                            "text to tokenize; text that begins with '-' goes after '--' "
+                                            "(tokenize -- -x) or in --text=-x");
+  CLI::Option* named = cmd->add_option("--text", a->text, "text to tokenize (instead of the positional)");
+  positional->excludes(named);
+  cmd->footer("Text that begins with '-': agentkv tokenize -- \"-x\"  or  agentkv tokenize --text=\"-x\"");
   cmd->add_flag("--no-special", a->no_special, "treat control-token text such as <|im_start|> as plain text");
   cmd->add_flag("--no-bos", a->no_bos, "do not add BOS/EOS even if the vocabulary asks for them");
   cmd->add_flag("--pieces", a->pieces, "one token per line with its text");
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a, positional, named] {
+    if (positional->count() + named->count() == 0) {
+      return fail(
+          make_error(ErrorCode::kInvalidArgument, "tokenize: give the text (a positional, or --text)"));
+    }
+    run(*a);
+  });
 }
 
 }  // namespace agentkv::cli

@@ -47,6 +47,22 @@ ApiError error_for_status(int status) {
   return e;
 }
 
+// For the log: a loader's message may quote bytes of a file, control
+// characters included; a terminal should not interpret them.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (const unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 ApiError unavailable(const std::string& why) {
   ApiError e;
   e.status = 503;
@@ -58,23 +74,17 @@ ApiError unavailable(const std::string& why) {
 
 }  // namespace
 
-struct HttpServer::ListenServer : httplib::Server {
-  // Linux lets listen() be called again on a listening socket to change its
-  // backlog.
-  void widen_backlog(int n) {
-    const socket_t s = svr_sock_;
-    if (s != INVALID_SOCKET) ::listen(s, n);
-  }
-};
-
 HttpServer::HttpServer(ServerConfig cfg)
     : cfg_(std::move(cfg)),
-      http_(std::make_unique<ListenServer>()),
+      http_(std::make_unique<ConnectionServer>(cfg_.connections)),
       requests_waiting_(registry_.gauge("agentkv_requests_waiting", "Requests queued in the engine.")),
       requests_running_(
           registry_.gauge("agentkv_requests_running", "Requests being computed by the engine.")),
       preemptions_(
-          registry_.counter("agentkv_preemptions_total", "Sequences preempted for lack of KV blocks.")) {
+          registry_.counter("agentkv_preemptions_total", "Sequences preempted for lack of KV blocks.")),
+      connections_open_(registry_.gauge("agentkv_http_connections_open", "HTTP connections being served.")),
+      connections_rejected_(registry_.counter("agentkv_http_connections_rejected_total",
+                                              "HTTP connections answered 503 for the connection cap.")) {
   // Response ids differ across restarts.
   next_id_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   setup_routes();
@@ -152,6 +162,7 @@ void HttpServer::drain() {
     active_cv_.wait_for(l, std::chrono::seconds(15), [&] { return active_ == 0; });
   }
   http_->stop();
+  http_->wake_all();  // idle keep-alive connections close now, not at their deadline
   stopped_ = true;
 }
 
@@ -170,8 +181,6 @@ void HttpServer::request_end() {
 
 void HttpServer::setup_routes() {
   httplib::Server& s = *http_;
-  const int n_threads = std::max(1, cfg_.n_http_threads);
-  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   // httplib answers 413 (reading and discarding the body) past this size.
   s.set_payload_max_length(cfg_.limits.max_body_bytes);
 
@@ -244,13 +253,24 @@ void HttpServer::setup_routes() {
   }
 }
 
-bool HttpServer::authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant) const {
+bool HttpServer::authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant,
+                           bool admin) const {
   if (cfg_.api_keys.empty()) return true;
   const std::string h = req.get_header_value("Authorization");
   static const std::string kBearer = "Bearer ";
   if (h.compare(0, kBearer.size(), kBearer) == 0) {
-    auto it = cfg_.api_keys.find(h.substr(kBearer.size()));
+    const std::string key = h.substr(kBearer.size());
+    auto it = cfg_.api_keys.find(key);
     if (it != cfg_.api_keys.end()) {
+      if (admin && cfg_.admin_api_keys.count(key) == 0) {
+        ApiError e;
+        e.status = 403;
+        e.type = "permission_error";
+        e.code = "insufficient_permissions";
+        e.message = "This API key may not load or unload adapters (only an admin key may: --admin-api-key)";
+        write_error(res, e);
+        return false;
+      }
       if (tenant) *tenant = it->second;
       return true;
     }
@@ -292,15 +312,26 @@ void HttpServer::handle_models(httplib::Response& res) const {
 }
 
 void HttpServer::handle_adapter(const httplib::Request& req, httplib::Response& res, bool load) {
-  if (!authorize(req, res, nullptr)) return;
+  if (!cfg_.enable_lora_loading) {
+    // As if the route did not exist (vLLM keeps these behind an environment switch).
+    ApiError e = error_for_status(404);
+    e.message =
+        "Loading adapters at run time is disabled on this server (it is started with "
+        "--enable-lora-loading and --lora-dir DIR to allow it)";
+    return write_error(res, e);
+  }
+  if (!authorize(req, res, nullptr, /*admin=*/true)) return;
   ServingEngine* engine = engine_.load(std::memory_order_acquire);
   if (draining_) return write_error(res, unavailable("the server is shutting down"));
   if (!engine) return write_error(res, unavailable("the model is still loading"));
   request_begin();  // shutdown() waits for this answer
-  const ApiResult<std::string> r = load ? load_adapter(*engine, cfg_.model_name, req.body, limits_)
-                                        : unload_adapter(*engine, req.body, limits_);
+  std::string detail;
+  const ApiResult<std::string> r =
+      load ? load_adapter(*engine, cfg_.model_name, cfg_.lora_dir, req.body, limits_, &detail)
+           : unload_adapter(*engine, req.body, limits_);
+  if (!detail.empty()) std::fprintf(stderr, "agentkv: %s\n", printable(detail).c_str());
   if (r.ok()) {
-    std::fprintf(stderr, "agentkv: %s\n", r.value().c_str());
+    std::fprintf(stderr, "agentkv: %s\n", printable(r.value()).c_str());
     res.status = 200;
     res.set_content(r.value(), "text/plain; charset=utf-8");  // vLLM answers with plain text
   } else {
@@ -368,6 +399,11 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     const double pre = static_cast<double>(st.preemptions) - preemptions_.value();
     if (pre > 0) preemptions_.inc(pre);
     sync_model_counters(*e, st);
+  }
+  {
+    std::lock_guard<std::mutex> lock(scrape_mu_);
+    connections_open_.set(static_cast<double>(http_->open_connections()));
+    sync_counter(connections_rejected_, static_cast<int64_t>(http_->rejected_connections()));
   }
   res.set_content(registry_.expose(), kMetricsContentType);
 }

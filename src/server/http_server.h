@@ -7,10 +7,11 @@
 // A request's `model` names the base (ServerConfig::model_name) or an adapter
 // the engine serves (see models_handler.h).
 //
-// Every error is OpenAI's {"error":{...}} body. Each request handler blocks one
-// httplib worker thread while its request runs (the engine delivers events to
-// a per-request queue that the handler waits on), so the pool is sized for the
-// number of concurrent clients (ServerConfig::n_http_threads).
+// Every error is OpenAI's {"error":{...}} body. Each connection has a thread
+// (the handler of a request blocks it while the engine delivers events to a
+// per-request queue), started on demand up to ServerConfig::connections'
+// max_connections; past that a new connection gets 503 at once. Idle and slow
+// connections are bounded by deadlines (see connection_server.h).
 //
 // Lifecycle: start() binds and listens; attach() hands over the engine (until
 // then POSTs and /health answer 503, so the port is up while the model loads);
@@ -25,10 +26,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "agentkv/serving.h"
+#include "server/connection_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "tokenizer/chat_template.h"
@@ -50,7 +53,13 @@ struct ServerConfig {
   std::string chat_template;                    // chatml | llama3 | mistral; empty: from the model file
   double shutdown_timeout_s = 30;               // how long shutdown() lets running requests finish
   RequestLimits limits;                         // max_tokens and vocab_size are taken from the engine
-  int n_http_threads = 128;                     // concurrent connections being served
+  ConnectionLimits connections;                 // connection cap and read deadlines
+  // Runtime adapter loading (/v1/load_lora_adapter, /v1/unload_lora_adapter):
+  // off (404) unless enabled; paths must resolve inside lora_dir (a canonical
+  // directory); with API keys, only admin keys may load or unload.
+  bool enable_lora_loading = false;
+  std::string lora_dir;
+  std::set<std::string> admin_api_keys;  // a subset of api_keys' keys
 };
 
 class HttpServer {
@@ -75,20 +84,19 @@ class HttpServer {
   // engine.drain(shutdown_timeout_s), streams still being written finish,
   // then the listener stops. Safe to call from any thread but a handler.
   void shutdown();
-  // shutdown() without the final join of the listener: every request has
-  // been answered when it returns, but cpp-httplib (0.11) worker threads
-  // holding idle keep-alive connections only notice the stop after their
-  // keep-alive timeout. A process that is about to exit calls this instead.
+  // shutdown() without the final join of the listener (and its connection
+  // threads): every request has been answered when it returns. A process
+  // that is about to exit calls this instead.
   void drain();
   bool draining() const { return draining_.load(); }
 
   MetricsRegistry& registry() { return registry_; }
 
  private:
-  struct ListenServer;  // httplib::Server with a larger listen backlog
-
   void setup_routes();
-  bool authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant) const;
+  // `admin`: also require a key in admin_api_keys (403 otherwise) when keys are set.
+  bool authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant,
+                 bool admin = false) const;
   void handle_completions(const httplib::Request& req, httplib::Response& res, bool chat);
   void handle_models(httplib::Response& res) const;
   // POST /v1/load_lora_adapter (load) and /v1/unload_lora_adapter.
@@ -104,7 +112,7 @@ class HttpServer {
   void request_end();
 
   ServerConfig cfg_;
-  std::unique_ptr<ListenServer> http_;
+  std::unique_ptr<ConnectionServer> http_;
   std::thread listener_;
   int port_ = 0;
 
@@ -126,6 +134,8 @@ class HttpServer {
   Gauge& requests_waiting_;
   Gauge& requests_running_;
   Counter& preemptions_;
+  Gauge& connections_open_;
+  Counter& connections_rejected_;
   std::mutex scrape_mu_;  // counters are brought up to the engine's totals one scrape at a time
 
   std::atomic<uint64_t> next_id_{1};

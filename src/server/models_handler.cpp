@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "server/adapter_path.h"
+
 namespace agentkv::server {
 namespace {
 
@@ -21,26 +23,23 @@ std::optional<ApiError> read_required(const json& obj, const char* key, const st
 
 const char* const kLoadMissing = "Both 'lora_name' and 'lora_path' must be provided.";
 
-ApiError load_error(const Status& st) {
-  ApiError e = api_error_from_status(st);
-  switch (st.code()) {
-    case ErrorCode::kInvalidArgument:  // name taken (a concurrent load) or a bad kind
-      e.param.clear();
-      e.code.clear();
-      break;
-    case ErrorCode::kParse:
-    case ErrorCode::kIo:
-    case ErrorCode::kUnsupported:  // not an adapter we can load: the message names the file
-      e = bad_request("lora_path", st.message());
-      break;
-    case ErrorCode::kNotFound:  // vLLM answers "No adapter found" with 404
-      e.param = "lora_path";
-      e.code = "adapter_not_found";
-      break;
-    default:
-      break;
+// What a client learns of a failed load: the kind of failure, never the
+// loader's message (it may quote the file).
+ApiError load_error(const Status& st, const LoadAdapterRequest& r) {
+  if (st.code() == ErrorCode::kNotFound) {  // vLLM answers "No adapter found" with 404
+    ApiError e = bad_request("lora_path", "No adapter found at lora_path '" + r.path + "'");
+    e.status = 404;
+    e.code = "adapter_not_found";
+    return e;
   }
-  return e;
+  if (st.code() == ErrorCode::kUnavailable || st.code() == ErrorCode::kResourceExhausted) {
+    return api_error_from_status(st);
+  }
+  return bad_request("lora_path",
+                     "Cannot load adapter '" + r.name + "' from lora_path '" + r.path +
+                         "'. It is not an adapter this server can load (a PEFT directory or a GGUF LoRA "
+                         "file for this base model), or an invalid name; the server log has the "
+                         "details");
 }
 
 ApiError adapter_not_found(const std::string& name) {
@@ -125,8 +124,9 @@ ApiResult<UnloadAdapterRequest> parse_unload_adapter_request(std::string_view bo
   return r;
 }
 
-ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name, std::string_view body,
-                                    const RequestLimits& limits) {
+ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name,
+                                    const std::string& lora_dir, std::string_view body,
+                                    const RequestLimits& limits, std::string* log_detail) {
   ApiResult<LoadAdapterRequest> parsed = parse_load_adapter_request(body, limits);
   if (!parsed.ok()) return parsed.error();
   const LoadAdapterRequest& r = parsed.value();
@@ -138,7 +138,13 @@ ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& ba
       return bad_request("lora_name", "The lora adapter '" + r.name + "' has already been loaded.");
     }
   }
-  if (Status st = engine.load_adapter(r.name, r.path, r.kind); !st.is_ok()) return load_error(st);
+  ApiResult<std::string> path = confine_adapter_path(lora_dir, r.path);
+  if (!path.ok()) return path.error();
+  if (Status st = engine.load_adapter(r.name, path.value(), r.kind); !st.is_ok()) {
+    if (log_detail)
+      *log_detail = "load_lora_adapter '" + r.name + "' from " + path.value() + ": " + st.message();
+    return load_error(st, r);
+  }
   return "Success: LoRA adapter '" + r.name + "' added successfully.";
 }
 

@@ -52,9 +52,14 @@ ApiResult<UnloadAdapterRequest> parse_unload_adapter_request(std::string_view bo
 
 // POST /v1/load_lora_adapter and /v1/unload_lora_adapter: vLLM's success text
 // ("Success: LoRA adapter 'NAME' added successfully.") or the error. A name
-// equal to base_name is refused.
-ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name, std::string_view body,
-                                    const RequestLimits& limits);
+// equal to base_name is refused. lora_path is confined to `lora_dir` (see
+// adapter_path.h). An error of the engine's loader reaches the client as a
+// generic message, never the loader's (which may quote bytes of the file,
+// "bad magic 0x746f6f72" for /etc/passwd); `log_detail` gets it, for the
+// server's log.
+ApiResult<std::string> load_adapter(ServingEngine& engine, const std::string& base_name,
+                                    const std::string& lora_dir, std::string_view body,
+                                    const RequestLimits& limits, std::string* log_detail);
 ApiResult<std::string> unload_adapter(ServingEngine& engine, std::string_view body, const RequestLimits& limits);
 
 }  // namespace agentkv::server

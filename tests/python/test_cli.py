@@ -2,6 +2,7 @@
 answer, --help everywhere, and clean one-line errors for bad model files."""
 import os
 import random
+import re
 import struct
 import subprocess
 from pathlib import Path
@@ -33,6 +34,51 @@ def test_help(sub):
     r = run(*([sub] if sub else []), "--help")
     assert r.returncode == 0
     assert "Usage" in r.stdout or "usage" in r.stdout.lower()
+
+
+def test_tokenize_text_that_begins_with_a_dash():
+    # "-hello" alone reads as options (-h: help); "--" or --text= take it as text.
+    plain = run("tokenize", "--no-bos", "x-hello")
+    assert plain.returncode == 0, plain.stderr
+    after_dashes = run("tokenize", "--no-bos", "--", "-hello")
+    named = run("tokenize", "--no-bos", "--text=-hello")
+    named_sep = run("tokenize", "--no-bos", "--text", "--x")
+    for r in (after_dashes, named, named_sep):
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() and "Usage" not in r.stdout, r.stdout
+    assert after_dashes.stdout == named.stdout
+    assert after_dashes.stdout != run("tokenize", "--no-bos", "hello").stdout  # the dash was tokenized
+    pieces = run("tokenize", "--no-bos", "--pieces", "--", "--pieces")
+    assert pieces.returncode == 0 and "pieces" in pieces.stdout, pieces.stdout  # an option's name, as text
+    missing = run("tokenize")
+    assert missing.returncode != 0 and "--text" in missing.stderr
+    assert "--" in run("tokenize", "--help").stdout
+
+
+def test_generate_with_an_adapter_and_a_kv_sharing_scheme(tmp_path):
+    r = run("synth-adapter", "--out", tmp_path / "inv", "--rank", "4", "--seed", "3",
+            "--alora-invocation", " Answer:")
+    assert r.returncode == 0, r.stderr
+    prompt = ("The capital of France is Paris. The capital of Spain is Madrid. The capital of Italy is Rome. "
+              "Question: what is the capital of Germany? Answer:")
+    cached = {}
+    for scheme in ("alora", "none"):
+        r = run("generate", "-t", "2", "-p", prompt, "-n", "4", "--temp", "0", "--stats",
+                "--adapter", f"inv={tmp_path / 'inv'}:alora", "--kv-sharing", scheme, "--base-first")
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"prompt: (\d+) tokens, (\d+) from the cache", r.stderr)
+        assert m, r.stderr
+        cached[scheme] = int(m.group(2))
+    # aLoRA reuses the base's KV before the invocation; "none" keeps the adapter's cache apart.
+    assert cached["alora"] > 0 and cached["none"] == 0, cached
+    r = run("generate", "-t", "2", "-p", prompt, "-n", "3", "--temp", "0", "--ignore-eos", "--logprobs", "2",
+            "--adapter", f"inv={tmp_path / 'inv'}")
+    assert r.returncode == 0, r.stderr
+    assert len([l for l in r.stderr.splitlines() if l[:1].isdigit()]) == 3, r.stderr
+    r = run("generate", "-p", "Hi", "-n", "1", "--kv-sharing", "alora")
+    assert r.returncode != 0 and "--adapter" in r.stderr
+    r = run("generate", "-p", "Hi", "-n", "1", "--adapter", f"x={tmp_path / 'missing'}")
+    assert r.returncode != 0 and r.stderr.startswith("error:"), r.stderr
 
 
 def test_stop_string_and_max_tokens():

@@ -1,8 +1,10 @@
 """End-to-end checks of multi-adapter serving in `agentkv serve`: adapters
 made by `agentkv synth-adapter`, served with --adapter, routed by `model`,
 listed by /v1/models, loaded and unloaded at run time (vLLM's
-/v1/load_lora_adapter and /v1/unload_lora_adapter), the kv_sharing request
-field, the per-model metrics, and the startup checks of --adapter."""
+/v1/load_lora_adapter and /v1/unload_lora_adapter, enabled with
+--enable-lora-loading and confined to --lora-dir; the refusals are in
+test_server_adapter_loading.py), the kv_sharing request field, the per-model
+metrics, and the startup checks of --adapter."""
 import json
 import re
 import subprocess
@@ -14,20 +16,27 @@ from server_util import assert_openai_error, metric
 openai = pytest.importorskip("openai")
 
 BASE = "agentkv-base"
-KEY = "key-adapters"
+KEY = "key-adapters"  # an admin key: it may load and unload
+PLAIN_KEY = "key-plain"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 INVOCATION = " Answer:"
 
 
 @pytest.fixture(scope="module")
-def synth(serve_binary, model_path, tmp_path_factory):
+def lora_root(tmp_path_factory):
+    """The server's --lora-dir; every adapter of these tests is made in it."""
+    return tmp_path_factory.mktemp("adapters")
+
+
+@pytest.fixture(scope="module")
+def synth(serve_binary, model_path, lora_root):
     """synth(name, seed, *extra_flags) -> path of a fresh PEFT adapter directory."""
     # A binary without the command answers with the top-level help (and 0).
     r = subprocess.run([str(serve_binary), "synth-adapter", "--help"], capture_output=True, timeout=60)
     if r.returncode != 0 or not re.search(rb"Usage: \S+ synth-adapter\b", r.stdout):
         pytest.skip(f"`{serve_binary} synth-adapter --help` failed (rc={r.returncode}): the adapter "
                     "tests need `agentkv synth-adapter` to make their adapters; rebuild with it")
-    root = tmp_path_factory.mktemp("adapters")
+    root = lora_root
 
     def make(name, seed, *extra):
         out = root / name
@@ -51,9 +60,11 @@ def adapter_dirs(synth):
 
 
 @pytest.fixture(scope="module")
-def server(start_module_server, adapter_dirs):
+def server(start_module_server, adapter_dirs, lora_root):
     return start_module_server("--served-model-name", BASE, "--block-size", 16, "--kv-cache-mb", 64,
-                               "--max-model-len", 512, "--api-key", f"{KEY}=t",
+                               "--max-model-len", 512, "--admin-api-key", f"{KEY}=t",
+                               "--api-key", f"{PLAIN_KEY}=t",
+                               "--enable-lora-loading", "--lora-dir", lora_root,
                                "--adapter", f"a={adapter_dirs['a']}",
                                "--adapter", f"inv={adapter_dirs['inv']}:alora")
 
@@ -204,15 +215,15 @@ def test_two_names_for_one_directory_share_the_adapter_id(server, adapter_dirs):
         assert unload(server, "a-again")[0] == 200
 
 
-def test_bad_adapter_path_is_400_and_the_server_keeps_serving(server, client, tmp_path):
-    junk = tmp_path / "junk"
+def test_bad_adapter_path_is_400_and_the_server_keeps_serving(server, client, lora_root):
+    junk = lora_root / "junk"
     junk.mkdir()
     (junk / "adapter_config.json").write_text("{not json")
     (junk / "adapter_model.safetensors").write_bytes(b"\x00" * 64)
     status, data = load(server, "junk", junk)
     assert_openai_error(status, data, 400, param="lora_path")
     # No adapter there at all: vLLM's "No adapter found" is a 404.
-    status, data = load(server, "ghost", tmp_path / "does-not-exist")
+    status, data = load(server, "ghost", lora_root / "does-not-exist")
     assert_openai_error(status, data, 404, param="lora_path")
     ids = models_json(server)[1]
     assert "junk" not in ids and "ghost" not in ids
@@ -244,6 +255,14 @@ def test_adapter_endpoints_need_the_api_key(server, adapter_dirs):
     assert_openai_error(status, data, 401, code="invalid_api_key")
     status, data = unload(server, "a", api_key=None)
     assert_openai_error(status, data, 401, code="invalid_api_key")
+    # A key that is not an admin key serves completions but may not load or unload.
+    status, data = load(server, "b", adapter_dirs["b"], api_key=PLAIN_KEY)
+    assert_openai_error(status, data, 403, code="insufficient_permissions")
+    status, data = unload(server, "a", api_key=PLAIN_KEY)
+    assert_openai_error(status, data, 403, code="insufficient_permissions")
+    status, data = server.post_json("/v1/completions", {"model": "a", "prompt": "Hi", "max_tokens": 1},
+                                    api_key=PLAIN_KEY)
+    assert status == 200, data
     assert models_json(server)[1] == before
 
 

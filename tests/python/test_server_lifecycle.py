@@ -63,7 +63,12 @@ def test_client_hanging_up_cancels_its_request(start_server):
     resp = conn.getresponse()
     assert resp.status == 200
     assert resp.readline().startswith(b"data:")
-    assert metric(server.metrics(), "agentkv_requests_running") == 1
+    # The engine publishes its counts after the step that sent the first
+    # token, so /metrics may trail the stream by a moment.
+    deadline = time.monotonic() + 2
+    while metric(server.metrics(), "agentkv_requests_running") != 1:
+        assert time.monotonic() < deadline, "the streaming request is not counted as running"
+        time.sleep(0.01)
     conn.sock.shutdown(2)
     conn.close()
     # 2000 tokens would take tens of seconds; a cancelled request is gone at once.

@@ -37,7 +37,6 @@ class HttpServerTest : public ::testing::Test {
     cfg.port = 0;
     cfg.model_name = "tiny";
     cfg.chat_template = "chatml";
-    cfg.n_http_threads = 16;
     server_ = std::make_unique<server::HttpServer>(engine_, cfg);
     Result<int> port = server_->start();
     ASSERT_TRUE(port.is_ok()) << port.status().message();

@@ -5,6 +5,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <thread>
@@ -20,11 +22,36 @@ using test::HttpServerTest;
 
 json error_of(const httplib::Result& r) { return json::parse(r->body)["error"]; }
 
+// A lora dir with the adapter "files" the fake engine judges by name.
+class LoraDir {
+ public:
+  LoraDir() {
+    char tmpl[] = "/tmp/agentkv-lora-XXXXXX";
+    path_ = std::filesystem::canonical(::mkdtemp(tmpl)).string();
+    for (const char* d : {"sql", "inv", "other", "x", "garbage", "unreadable"}) {
+      std::filesystem::create_directory(path_ + "/" + d);
+    }
+  }
+  ~LoraDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
 class HttpAdaptersTest : public HttpServerTest {
  protected:
+  // Loading at run time enabled, from lora_.
+  void start(ServerConfig cfg = {}) {
+    cfg.enable_lora_loading = true;
+    cfg.lora_dir = lora_.path();
+    HttpServerTest::start(std::move(cfg));
+  }
   void load(const std::string& name, const std::string& path, const std::string& kind = "") {
     ASSERT_TRUE(engine_.load_adapter(name, path, kind).is_ok());
   }
+  LoraDir lora_;
   std::vector<std::string> model_ids() {
     auto r = client().Get("/v1/models");
     EXPECT_TRUE(r);
@@ -189,19 +216,20 @@ TEST_F(HttpAdaptersTest, ModelsListsTheBaseThenAdapters) {
 
 TEST_F(HttpAdaptersTest, LoadAndUnloadAsVllm) {
   start();
-  auto loaded = post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "/adapters/sql"}});
+  auto loaded = post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "sql"}});
   ASSERT_TRUE(loaded);
   EXPECT_EQ(loaded->status, 200) << loaded->body;
   EXPECT_EQ(loaded->body, "Success: LoRA adapter 'sql' added successfully.");
   EXPECT_EQ(loaded->get_header_value("Content-Type").rfind("text/plain", 0), 0u);
-  EXPECT_EQ(engine_.load_calls(), std::vector<std::string>{"sql=/adapters/sql:"});
+  // The engine gets the path resolved inside the lora dir.
+  EXPECT_EQ(engine_.load_calls(), std::vector<std::string>{"sql=" + (lora_ / "sql") + ":"});
   EXPECT_EQ(model_ids(), (std::vector<std::string>{"tiny", "sql"}));
 
   auto with_kind =
-      post("/v1/load_lora_adapter", {{"lora_name", "inv"}, {"lora_path", "/adapters/inv"}, {"kind", "alora"}});
+      post("/v1/load_lora_adapter", {{"lora_name", "inv"}, {"lora_path", lora_ / "inv"}, {"kind", "alora"}});
   ASSERT_TRUE(with_kind);
   EXPECT_EQ(with_kind->status, 200) << with_kind->body;
-  EXPECT_EQ(engine_.load_calls().back(), "inv=/adapters/inv:alora");
+  EXPECT_EQ(engine_.load_calls().back(), "inv=" + (lora_ / "inv") + ":alora");  // an absolute path inside
 
   auto unloaded = post("/v1/unload_lora_adapter", {{"lora_name", "sql"}});
   ASSERT_TRUE(unloaded);
@@ -210,7 +238,7 @@ TEST_F(HttpAdaptersTest, LoadAndUnloadAsVllm) {
   EXPECT_EQ(model_ids(), (std::vector<std::string>{"tiny", "inv"}));
 
   // A name is free again once unloaded.
-  auto again = post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "/adapters/other"}});
+  auto again = post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "other"}});
   ASSERT_TRUE(again);
   EXPECT_EQ(again->status, 200) << again->body;
 }
@@ -236,9 +264,15 @@ TEST_F(HttpAdaptersTest, LoadErrors) {
       {"kind not a string", {{"lora_name", "x"}, {"lora_path", "/a"}, {"kind", 1}}, 400, "kind", ""},
       {"already loaded", {{"lora_name", "sql"}, {"lora_path", "/adapters/sql"}}, 400, "lora_name", ""},
       {"the base's name", {{"lora_name", "tiny"}, {"lora_path", "/a"}}, 400, "lora_name", ""},
-      {"not an adapter", {{"lora_name", "x"}, {"lora_path", "/garbage"}}, 400, "lora_path", ""},
-      {"unreadable", {{"lora_name", "x"}, {"lora_path", "/unreadable"}}, 400, "lora_path", ""},
-      {"no adapter there", {{"lora_name", "x"}, {"lora_path", "/missing"}}, 404, "lora_path", "adapter_not_found"},
+      {"not an adapter", {{"lora_name", "x"}, {"lora_path", "garbage"}}, 400, "lora_path", ""},
+      {"unreadable", {{"lora_name", "x"}, {"lora_path", "unreadable"}}, 400, "lora_path", ""},
+      {"no adapter there",
+       {{"lora_name", "x"}, {"lora_path", "missing"}},
+       404,
+       "lora_path",
+       "adapter_not_found"},
+      {"outside the lora dir", {{"lora_name", "x"}, {"lora_path", "/etc/passwd"}}, 400, "lora_path", ""},
+      {"dot-dot", {{"lora_name", "x"}, {"lora_path", "../etc/passwd"}}, 400, "lora_path", ""},
   };
   for (const Case& c : cases) {
     auto r = post("/v1/load_lora_adapter", c.body);
@@ -254,6 +288,12 @@ TEST_F(HttpAdaptersTest, LoadErrors) {
             "The lora adapter 'sql' has already been loaded.");
   EXPECT_EQ(error_of(post("/v1/load_lora_adapter", {{"lora_path", "/b"}}))["message"],
             "Both 'lora_name' and 'lora_path' must be provided.");
+  // The loader's own message (it may quote the file) stays in the server.
+  const std::string garbage =
+      error_of(post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "garbage"}}))["message"];
+  EXPECT_EQ(garbage.find(": not an adapter"), std::string::npos) << garbage;  // the fake loader's words
+  EXPECT_EQ(garbage.find(lora_.path()), std::string::npos) << garbage;
+  EXPECT_NE(garbage.find("server log"), std::string::npos) << garbage;
   auto bad_json = client().Post("/v1/load_lora_adapter", "{\"lora_name\": ", "application/json");
   ASSERT_TRUE(bad_json);
   EXPECT_EQ(bad_json->status, 400);
@@ -296,9 +336,10 @@ TEST_F(HttpAdaptersTest, UnloadErrors) {
 
 TEST_F(HttpAdaptersTest, AdapterEndpointsNeedAKey) {
   ServerConfig cfg;
-  cfg.api_keys = {{"k1", "tenant-a"}};
+  cfg.api_keys = {{"k1", "tenant-a"}, {"plain", "tenant-b"}};
+  cfg.admin_api_keys = {"k1"};
   start(cfg);
-  const json load_body = {{"lora_name", "sql"}, {"lora_path", "/adapters/sql"}};
+  const json load_body = {{"lora_name", "sql"}, {"lora_path", "sql"}};
   auto none = post("/v1/load_lora_adapter", load_body);
   ASSERT_TRUE(none);
   EXPECT_EQ(none->status, 401);
@@ -307,6 +348,12 @@ TEST_F(HttpAdaptersTest, AdapterEndpointsNeedAKey) {
   ASSERT_TRUE(wrong);
   EXPECT_EQ(wrong->status, 401);
   EXPECT_TRUE(engine_.load_calls().empty());
+  // A valid key that is not an admin key: 403, for loading and unloading.
+  auto plain = post("/v1/load_lora_adapter", load_body, {{"Authorization", "Bearer plain"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->status, 403) << plain->body;
+  EXPECT_EQ(error_of(plain)["code"], "insufficient_permissions");
+  EXPECT_TRUE(engine_.load_calls().empty());
   auto ok = post("/v1/load_lora_adapter", load_body, {{"Authorization", "Bearer k1"}});
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
@@ -314,21 +361,33 @@ TEST_F(HttpAdaptersTest, AdapterEndpointsNeedAKey) {
   auto unload_none = post("/v1/unload_lora_adapter", {{"lora_name", "sql"}});
   ASSERT_TRUE(unload_none);
   EXPECT_EQ(unload_none->status, 401);
+  auto unload_plain =
+      post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}, {{"Authorization", "Bearer plain"}});
+  ASSERT_TRUE(unload_plain);
+  EXPECT_EQ(unload_plain->status, 403);
+  // The plain key still serves completions.
+  auto completion =
+      post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}}, {{"Authorization", "Bearer plain"}});
+  ASSERT_TRUE(completion);
+  EXPECT_EQ(completion->status, 200) << completion->body;
   auto unload_ok = post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}, {{"Authorization", "Bearer k1"}});
   ASSERT_TRUE(unload_ok);
   EXPECT_EQ(unload_ok->status, 200) << unload_ok->body;
 }
 
 TEST(HttpAdaptersLifecycle, AdapterEndpointsAre503WhileLoadingAndDraining) {
+  LoraDir lora;
   ServerConfig cfg;
   cfg.port = 0;
   cfg.model_name = "tiny";
   cfg.chat_template = "chatml";
+  cfg.enable_lora_loading = true;
+  cfg.lora_dir = lora.path();
   HttpServer server(cfg);
   Result<int> port = server.start();
   ASSERT_TRUE(port.is_ok());
   httplib::Client c("127.0.0.1", *port);
-  const std::string body = R"({"lora_name":"sql","lora_path":"/adapters/sql"})";
+  const std::string body = R"({"lora_name":"sql","lora_path":"sql"})";
   auto loading = c.Post("/v1/load_lora_adapter", body, "application/json");
   ASSERT_TRUE(loading);
   EXPECT_EQ(loading->status, 503);
@@ -358,7 +417,7 @@ TEST_F(HttpAdaptersTest, AdapterEndpointsAre503WhileDraining) {
   while (engine_.n_active() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   auto stopper = std::async(std::launch::async, [&] { server_->shutdown(); });
   while (!server_->draining()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  auto load_r = post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "/adapters/x"}});
+  auto load_r = post("/v1/load_lora_adapter", {{"lora_name", "x"}, {"lora_path", "x"}});
   ASSERT_TRUE(load_r);
   EXPECT_EQ(load_r->status, 503);
   EXPECT_EQ(error_of(load_r)["code"], "unavailable");
@@ -425,6 +484,33 @@ TEST_F(HttpAdaptersTest, MetricLabelValuesAreEscaped) {
   EXPECT_NE(m->body.find(want), std::string::npos) << m->body;
   // Every sample is one line: the raw newline never reaches the output.
   EXPECT_EQ(m->body.find("a\nme"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace agentkv::server
+
+namespace agentkv::server {
+namespace {
+
+using json = nlohmann::json;
+using test::HttpServerTest;
+
+TEST_F(HttpServerTest, AdapterEndpointsAre404UnlessEnabled) {
+  ServerConfig cfg;
+  cfg.api_keys = {{"k1", "t"}};
+  cfg.admin_api_keys = {"k1"};
+  start(cfg);
+  for (const char* path : {"/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
+    for (const httplib::Headers& h : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer k1"}}}) {
+      auto r = post(path, {{"lora_name", "sql"}, {"lora_path", "/etc/passwd"}}, h);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->status, 404) << path << ": " << r->body;
+      const json e = json::parse(r->body)["error"];
+      EXPECT_EQ(e["code"], "not_found");
+      EXPECT_NE(e["message"].get<std::string>().find("--enable-lora-loading"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(engine_.load_calls().empty());
 }
 
 }  // namespace
