@@ -92,6 +92,7 @@ struct ChoiceState {
   std::vector<SampleResult> samples;
   std::vector<SampleResult> prompt_logprobs;  // echo + logprobs: the leader's, for prompt tokens 1..
   std::size_t text_offset = 0;  // completions logprobs: byte offset of the next token
+  bool echo_sent = false;       // leader, stream with echo + logprobs: its prompt's echo chunks are out
   LatencyRecorder latency{nullptr};
   int prompt_tokens = 0;
   int cached_tokens = 0;
@@ -283,6 +284,27 @@ void stream_event(Job& job, int c, const ServeEvent& e, std::string& out) {
   }
 }
 
+// echo + logprobs in a stream: the echo chunk of every choice of `prompt`,
+// with the prompt's scores, once its leader's first event has brought them
+// (before any of those choices' own chunks: followers start after it).
+void stream_echo(Job& job, int prompt, std::string& out) {
+  ChoiceState& leader = job.choices[prompt * job.prep.n];
+  if (leader.echo_sent) return;
+  leader.echo_sent = true;
+  const std::vector<TokenLogprob> lps = echo_logprobs(job, prompt);
+  std::size_t end = 0;
+  for (const TokenLogprob& t : lps) end += t.token.size();
+  for (int j = 0; j < job.prep.n; ++j) {
+    const int c = prompt * job.prep.n + j;
+    Choice choice;
+    choice.index = c;
+    choice.text = job.prep.echo_texts[prompt];
+    choice.logprobs = lps;
+    out += sse_event(completion_chunk(job.meta, choice));
+    job.choices[c].text_offset = end;
+  }
+}
+
 // One call of httplib's chunked content provider: waits briefly for events
 // and writes their chunks. Returning false drops the connection.
 bool stream_step(Job& job, httplib::DataSink& sink) {
@@ -293,7 +315,7 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
       const std::string& echo = job.prep.echo_texts[job.choices[c].prompt];
       if (job.chat) {
         out += sse_event(chat_chunk_role(job.meta, static_cast<int>(c)));
-      } else if (!echo.empty()) {
+      } else if (!echo.empty() && !job.prep.echo_logprobs) {  // else: with the prompt's scores (stream_echo)
         Choice choice;
         choice.index = static_cast<int>(c);
         choice.text = echo;
@@ -308,6 +330,7 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
       out += sse_done();
       break;
     }
+    if (job.prep.echo_logprobs && te.choice % job.prep.n == 0) stream_echo(job, te.choice / job.prep.n, out);
     stream_event(job, te.choice, te.event, out);
     if (job.finished) {
       if (job.prep.include_usage) out += sse_event(usage_chunk(job.meta, job.usage(), job.chat));

@@ -224,3 +224,24 @@ def test_echo_logprobs_score_the_prompt(client):
     again = complete(client, prompt=prompt, max_tokens=2, echo=True, logprobs=1)
     assert again.usage.prompt_tokens_details.cached_tokens == 0
     assert again.choices[0].logprobs.token_logprobs[1:p] == pytest.approx(lp.token_logprobs[1:p], abs=1e-3)
+
+
+def test_echo_logprobs_streamed_equal_whole(client):
+    prompt = "One, two, three, four,"
+    whole = complete(client, prompt=prompt, max_tokens=4, echo=True, logprobs=2, n=2).choices
+    stream = complete(client, prompt=prompt, max_tokens=4, echo=True, logprobs=2, n=2, stream=True)
+    got = {0: ([], [], []), 1: ([], [], [])}
+    text = {0: "", 1: ""}
+    for chunk in stream:
+        for c in chunk.choices:
+            text[c.index] += c.text
+            if c.logprobs is not None:
+                got[c.index][0].extend(c.logprobs.tokens)
+                got[c.index][1].extend(c.logprobs.token_logprobs)
+                got[c.index][2].extend(c.logprobs.text_offset)
+    for i in (0, 1):
+        assert text[i] == whole[i].text
+        assert got[i][0] == whole[i].logprobs.tokens
+        assert got[i][1][0] is None
+        assert got[i][1][1:] == pytest.approx(whole[i].logprobs.token_logprobs[1:], abs=1e-4)
+        assert got[i][2] == whole[i].logprobs.text_offset
