@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -186,28 +187,45 @@ MaybeError read_stop(const json& obj, std::vector<std::string>& out) {
   return std::nullopt;
 }
 
-// {"<token id>": bias, ...}, as OpenAI: keys are decimal ids.
+// One logit_bias entry, range-checked.
+MaybeError add_bias(int64_t id, int64_t hi, const json& bias, std::vector<std::pair<int32_t, float>>& out) {
+  if (id < 0 || id > hi) {
+    return bad_request("logit_bias", "logit_bias token id " + std::to_string(id) + " is not in [0, " +
+                                         std::to_string(hi) + "]");
+  }
+  // llama-server's `false` means "never": our -100 (exp(-100) underflows in float).
+  const double b = bias.is_boolean() && !bias.get<bool>() ? -100.0 : bias.is_number() ? bias.get<double>() : NAN;
+  if (std::isnan(b)) return wrong_type("logit_bias", "a map from token ids to numbers", bias);
+  if (b < -100.0 || b > 100.0) {
+    return bad_request("logit_bias", "logit_bias values must be in [-100, 100], got " + bias.dump() + " for token " +
+                                         std::to_string(id));
+  }
+  out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  return std::nullopt;
+}
+
+// {"<token id>": bias, ...} as OpenAI (keys are decimal ids), or
+// [[id, bias], ...] as llama-server (bias false bans the token).
 MaybeError read_logit_bias(const json& obj, const RequestLimits& limits, std::vector<std::pair<int32_t, float>>& out) {
   const json* v = field(obj, "logit_bias");
   if (!v) return std::nullopt;
-  if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
   const int64_t hi = limits.vocab_size > 0 ? limits.vocab_size - 1 : std::numeric_limits<int32_t>::max();
+  if (v->is_array()) {
+    for (const json& pair : *v) {
+      if (!pair.is_array() || pair.size() != 2) return wrong_type("logit_bias", "a list of [token id, bias] pairs", pair);
+      if (!pair[0].is_number_integer()) {
+        return bad_request("logit_bias", "logit_bias pairs must start with a token id (token texts are not supported)");
+      }
+      const bool too_big = pair[0].is_number_unsigned() && pair[0].get<uint64_t>() > uint64_t(INT64_MAX);
+      AKV_API_TRY(add_bias(too_big ? -1 : pair[0].get<int64_t>(), hi, pair[1], out));
+    }
+    return std::nullopt;
+  }
+  if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
   for (const auto& [key, bias] : v->items()) {
-    int64_t id = -1;
-    const bool digits = !key.empty() && key.size() <= 10 &&
-                        key.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) id = std::stoll(key);
-    if (!digits || id > hi) {
-      return bad_request("logit_bias", "logit_bias key '" + key + "' is not a token id in [0, " +
-                                           std::to_string(hi) + "]");
-    }
-    if (!bias.is_number()) return wrong_type("logit_bias", "an object mapping token ids to numbers", bias);
-    const double b = bias.get<double>();
-    if (b < -100.0 || b > 100.0) {
-      return bad_request("logit_bias", "logit_bias values must be in [-100, 100], got " + bias.dump() +
-                                           " for token " + key);
-    }
-    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) return bad_request("logit_bias", "logit_bias key '" + key + "' is not a token id");
+    AKV_API_TRY(add_bias(std::stoll(key), hi, bias, out));
   }
   return std::nullopt;
 }
@@ -236,6 +254,10 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   if (model) s.model = *model;
 
   AKV_API_TRY(read_max_tokens(obj, "max_tokens", limits, s.max_tokens));
+  // llama-server's name; -1 is "until the context ends", as absent.
+  if (const json* v = field(obj, "n_predict"); v && !s.max_tokens && !(v->is_number_integer() && *v == -1)) {
+    AKV_API_TRY(read_max_tokens(obj, "n_predict", limits, s.max_tokens));
+  }
   if (chat) {
     std::optional<int> mct;
     AKV_API_TRY(read_max_tokens(obj, "max_completion_tokens", limits, mct));
@@ -250,13 +272,18 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   }
   AKV_API_TRY(read_number(obj, "min_p", 0.0, 1.0, false, s.min_p));
   // The ranges vLLM's SamplingParams accepts.
-  if (const json* v = field(obj, "repetition_penalty")) {
-    if (!v->is_number()) return wrong_type("repetition_penalty", "a number", *v);
+  // llama-server calls it repeat_penalty (over its last repeat_last_n
+  // tokens; we apply it over the whole prompt + output, as vLLM).
+  for (const char* key : {"repetition_penalty", "repeat_penalty"}) {
+    const json* v = field(obj, key);
+    if (!v) continue;
+    if (!v->is_number()) return wrong_type(key, "a number", *v);
     const double r = v->get<double>();
     if (!(r > 0.0) || r > std::numeric_limits<float>::max()) {
-      return bad_request("repetition_penalty", "repetition_penalty must be > 0, got " + v->dump());
+      return bad_request(key, std::string(key) + " must be > 0, got " + v->dump());
     }
     s.repetition_penalty = static_cast<float>(r);
+    break;
   }
   AKV_API_TRY(read_number(obj, "frequency_penalty", -2.0, 2.0, false, s.frequency_penalty));
   AKV_API_TRY(read_number(obj, "presence_penalty", -2.0, 2.0, false, s.presence_penalty));

@@ -86,7 +86,7 @@ CASES = [
     ("logit-bias-vocab-size", CMPL, {"logit_bias": {"49152": 1}}, 400, "logit_bias"),
     ("logit-bias-not-id", CMPL, {"logit_bias": {"hello": 1}}, 400, "logit_bias"),
     ("logit-bias-too-big", CMPL, {"logit_bias": {"5": 101}}, 400, "logit_bias"),
-    ("logit-bias-list", CMPL, {"logit_bias": [[5, 1]]}, 400, "logit_bias"),
+    ("logit-bias-pair-text", CMPL, {"logit_bias": [["hello", 1]]}, 400, "logit_bias"),
     ("stop-token-ids-past-vocab", CMPL, {"stop_token_ids": [10_000_000]}, 400, "stop_token_ids"),
     ("ignore-eos-string", CMPL, {"ignore_eos": "yes"}, 400, "ignore_eos"),
     ("cache-salt-int", CMPL, {"cache_salt": 5}, 400, "cache_salt"),

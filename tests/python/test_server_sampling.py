@@ -245,3 +245,19 @@ def test_echo_logprobs_streamed_equal_whole(client):
         assert got[i][1][0] is None
         assert got[i][1][1:] == pytest.approx(whole[i].logprobs.token_logprobs[1:], abs=1e-4)
         assert got[i][2] == whole[i].logprobs.text_offset
+
+
+def test_llama_server_names(server, client):
+    """repeat_penalty, n_predict and [[id, bias]] logit_bias, as llama-server's clients send them."""
+    prompt = "one one one one one one one one"
+    want = complete(client, prompt=prompt, max_tokens=6, repetition_penalty=1.8)
+    status, got = post(server, "/v1/completions", {"model": MODEL, "prompt": prompt, "temperature": 0,
+                                                   "n_predict": 6, "repeat_penalty": 1.8})
+    assert status == 200, got
+    assert got["choices"][0]["text"] == want.choices[0].text
+    assert got["usage"]["completion_tokens"] == want.usage.completion_tokens
+    forced = complete(client, max_tokens=3, logit_bias={"1000": 100})
+    status, pairs = post(server, "/v1/completions", {"model": MODEL, "prompt": PROMPT, "temperature": 0,
+                                                     "max_tokens": 3, "logit_bias": [[1000, 100]]})
+    assert status == 200, pairs
+    assert pairs["choices"][0]["text"] == forced.choices[0].text

@@ -120,7 +120,15 @@ std::vector<Bad> bad_requests() {
       {"frequency_penalty_under", H, chat(R"("frequency_penalty":-2.01)"), 400, "frequency_penalty"},
       {"presence_penalty_over", H, chat(R"("presence_penalty":3)"), 400, "presence_penalty"},
       {"presence_penalty_string", C, comp(R"("presence_penalty":"1")"), 400, "presence_penalty"},
-      {"logit_bias_array", C, comp(R"("logit_bias":[1,2])"), 400, "logit_bias"},
+      {"logit_bias_array_of_ints", C, comp(R"("logit_bias":[1,2])"), 400, "logit_bias"},
+      {"logit_bias_pair_of_three", C, comp(R"("logit_bias":[[1,2,3]])"), 400, "logit_bias"},
+      {"logit_bias_pair_text", H, chat(R"("logit_bias":[["hello",1]])"), 400, "logit_bias"},
+      {"logit_bias_pair_true", H, chat(R"("logit_bias":[[5,true]])"), 400, "logit_bias"},
+      {"logit_bias_pair_negative_id", H, chat(R"("logit_bias":[[-5,1]])"), 400, "logit_bias"},
+      {"logit_bias_bool", C, comp(R"("logit_bias":true)"), 400, "logit_bias"},
+      {"repeat_penalty_zero", C, comp(R"("repeat_penalty":0)"), 400, "repeat_penalty"},
+      {"n_predict_zero", C, comp(R"("n_predict":0)"), 400, "n_predict"},
+      {"n_predict_float", H, chat(R"("n_predict":4.5)"), 400, "n_predict"},
       {"logit_bias_non_numeric_key", H, chat(R"("logit_bias":{"abc":1})"), 400, "logit_bias"},
       {"logit_bias_negative_key", H, chat(R"("logit_bias":{"-1":1})"), 400, "logit_bias"},
       {"logit_bias_huge_key", H, chat(R"("logit_bias":{"99999999999":1})"), 400, "logit_bias"},
@@ -201,7 +209,7 @@ TEST(OpenAIRequest, PromptTokenLimitsComeFromTheCaller) {
   EXPECT_TRUE(parse_completion_request(R"({"prompt":[1],"logit_bias":{"9":1},"stop_token_ids":[9]})", limits).ok());
   const ApiError bias = error_of(Endpoint::kCompletion, R"({"prompt":[1],"logit_bias":{"10":1}})", limits);
   EXPECT_EQ(bias.param, "logit_bias");
-  EXPECT_NE(bias.message.find("'10'"), std::string::npos) << bias.message;
+  EXPECT_NE(bias.message.find("token id 10 is not in [0, 9]"), std::string::npos) << bias.message;
   EXPECT_EQ(error_of(Endpoint::kChat, chat(R"("stop_token_ids":[10])"), limits).param, "stop_token_ids");
   limits.max_messages = 1;
   EXPECT_EQ(error_of(Endpoint::kChat, R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]})",
@@ -285,6 +293,29 @@ TEST(OpenAIRequest, CompletionDefaultsAndNulls) {
   auto minus_one = parse_completion_request(R"({"prompt":"x","top_k":-1})", {});
   ASSERT_TRUE(minus_one.ok());
   EXPECT_EQ(minus_one.value().sampling.top_k, 0);
+}
+
+// llama-server's names for the same fields.
+TEST(OpenAIRequest, LlamaServerAliases) {
+  auto r = parse_completion_request(
+      R"({"prompt":"x","repeat_penalty":1.3,"n_predict":7,"logit_bias":[[5,-2.5],[9,false]]})", {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FLOAT_EQ(r.value().sampling.repetition_penalty, 1.3f);
+  EXPECT_EQ(r.value().sampling.max_tokens, 7);
+  EXPECT_EQ(r.value().sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{5, -2.5f}, {9, -100.0f}}));
+  // OpenAI's names win; n_predict -1 means no limit.
+  auto both = parse_completion_request(R"({"prompt":"x","repetition_penalty":1.1,"repeat_penalty":1.3,)"
+                                       R"("max_tokens":3,"n_predict":7})",
+                                       {});
+  ASSERT_TRUE(both.ok());
+  EXPECT_FLOAT_EQ(both.value().sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(both.value().sampling.max_tokens, 3);
+  auto unlimited = parse_completion_request(R"({"prompt":"x","n_predict":-1})", {});
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_FALSE(unlimited.value().sampling.max_tokens.has_value());
+  RequestLimits limits;
+  limits.vocab_size = 10;
+  EXPECT_EQ(error_of(Endpoint::kCompletion, R"({"prompt":"x","logit_bias":[[10,1]]})", limits).param, "logit_bias");
 }
 
 TEST(OpenAIRequest, PromptForms) {
