@@ -25,7 +25,7 @@ struct Prepared {
   bool include_usage = false;
   bool want_logprobs = false;
   bool echo_logprobs = false;  // completions echo + logprobs: the prompt's tokens are scored too
-  std::string model;  // the name the response carries: the base's or the adapter's
+  std::string model;           // the name the response carries: the base's or the adapter's
 
   int n_choices() const { return static_cast<int>(prompts.size()) * n; }
 };

@@ -13,7 +13,8 @@ using json = nlohmann::json;
 
 // `model`, when given, must name what the server serves (404 otherwise), as
 // on the completion endpoints; every model shares the base's tokenizer.
-std::optional<ApiError> check_model(const ServingEngine& engine, const std::string& base_name, const json& obj) {
+std::optional<ApiError> check_model(const ServingEngine& engine, const std::string& base_name,
+                                    const json& obj) {
   auto it = obj.find("model");
   if (it == obj.end() || it->is_null()) return std::nullopt;
   if (!it->is_string()) return bad_request("model", "model must be a string");
@@ -24,8 +25,8 @@ std::optional<ApiError> check_model(const ServingEngine& engine, const std::stri
 
 }  // namespace
 
-ApiResult<json> tokenize_request(const ServingEngine& engine, const std::string& base_name, std::string_view body,
-                                 const RequestLimits& limits) {
+ApiResult<json> tokenize_request(const ServingEngine& engine, const std::string& base_name,
+                                 std::string_view body, const RequestLimits& limits) {
   ApiResult<json> doc = parse_json_object(body, limits);
   if (!doc.ok()) return doc.error();
   const json& obj = doc.value();
@@ -43,8 +44,8 @@ ApiResult<json> tokenize_request(const ServingEngine& engine, const std::string&
   return json{{"count", ids.size()}, {"max_model_len", engine.max_model_len()}, {"tokens", ids}};
 }
 
-ApiResult<json> detokenize_request(const ServingEngine& engine, const std::string& base_name, std::string_view body,
-                                   const RequestLimits& limits) {
+ApiResult<json> detokenize_request(const ServingEngine& engine, const std::string& base_name,
+                                   std::string_view body, const RequestLimits& limits) {
   ApiResult<json> doc = parse_json_object(body, limits);
   if (!doc.ok()) return doc.error();
   const json& obj = doc.value();
@@ -53,17 +54,19 @@ ApiResult<json> detokenize_request(const ServingEngine& engine, const std::strin
   if (t == obj.end() || t->is_null()) return bad_request("tokens", "tokens is required");
   if (!t->is_array()) return bad_request("tokens", "tokens must be an array of token ids");
   if (t->size() > limits.max_prompt_tokens) {
-    return bad_request("tokens", "at most " + std::to_string(limits.max_prompt_tokens) + " tokens are allowed");
+    return bad_request("tokens",
+                       "at most " + std::to_string(limits.max_prompt_tokens) + " tokens are allowed");
   }
   const int64_t vocab = engine.vocab_size();
   std::vector<int32_t> ids;
   ids.reserve(t->size());
   for (const json& v : *t) {
     if (!v.is_number_integer()) return bad_request("tokens", "tokens must be an array of token ids");
-    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : v.get<int64_t>();
+    const int64_t id =
+        v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : v.get<int64_t>();
     if (id < 0 || id >= vocab) {
-      return bad_request("tokens", "token id " + v.dump() + " is outside the vocabulary (" + std::to_string(vocab) +
-                                       " tokens)");
+      return bad_request("tokens", "token id " + v.dump() + " is outside the vocabulary (" +
+                                       std::to_string(vocab) + " tokens)");
     }
     ids.push_back(static_cast<int32_t>(id));
   }

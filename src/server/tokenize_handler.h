@@ -10,10 +10,9 @@
 // functions of the engine and the body; errors are OpenAI's JSON.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "agentkv/serving.h"
 #include "server/api_error.h"

@@ -19,8 +19,13 @@ using test::parse_sse;
 
 TEST_F(HttpServerTest, NChoicesAreIndexedAndSeededSeedPlusIndex) {
   start();
-  auto r = post("/v1/completions", {{"prompt", "hello"}, {"max_tokens", 3}, {"n", 4}, {"seed", 100},
-                                    {"temperature", 0.8}, {"top_k", 5}, {"min_p", 0.1}});
+  auto r = post("/v1/completions", {{"prompt", "hello"},
+                                    {"max_tokens", 3},
+                                    {"n", 4},
+                                    {"seed", 100},
+                                    {"temperature", 0.8},
+                                    {"top_k", 5},
+                                    {"min_p", 0.1}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const json j = json::parse(r->body);
@@ -50,17 +55,16 @@ TEST_F(HttpServerTest, NChoicesAreIndexedAndSeededSeedPlusIndex) {
 
 TEST_F(HttpServerTest, SamplingFieldsReachTheEngine) {
   start();
-  auto r = post("/v1/chat/completions",
-                {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                 {"max_tokens", 2},
-                 {"repetition_penalty", 1.2},
-                 {"frequency_penalty", -0.5},
-                 {"presence_penalty", 0.25},
-                 {"logit_bias", {{"3", -100}, {"1", 4.5}}},
-                 {"stop_token_ids", {2}},
-                 {"ignore_eos", true},
-                 {"logprobs", true},
-                 {"top_logprobs", 20}});
+  auto r = post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                         {"max_tokens", 2},
+                                         {"repetition_penalty", 1.2},
+                                         {"frequency_penalty", -0.5},
+                                         {"presence_penalty", 0.25},
+                                         {"logit_bias", {{"3", -100}, {"1", 4.5}}},
+                                         {"stop_token_ids", {2}},
+                                         {"ignore_eos", true},
+                                         {"logprobs", true},
+                                         {"top_logprobs", 20}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const auto q = engine_.submitted_requests().at(0);
@@ -86,8 +90,8 @@ TEST_F(HttpServerTest, LogitBiasOutsideTheVocabularyIs400) {
 
 TEST_F(HttpServerTest, ListOfPromptsTimesNIsIndexedPromptMajor) {
   start();
-  auto r = post("/v1/completions", {{"prompt", {"hello", "hello world"}}, {"max_tokens", 2}, {"n", 2},
-                                    {"echo", true}});
+  auto r = post("/v1/completions",
+                {{"prompt", {"hello", "hello world"}}, {"max_tokens", 2}, {"n", 2}, {"echo", true}});
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   const json j = json::parse(r->body);
