@@ -261,3 +261,11 @@ def test_llama_server_names(server, client):
                                                      "max_tokens": 3, "logit_bias": [[1000, 100]]})
     assert status == 200, pairs
     assert pairs["choices"][0]["text"] == forced.choices[0].text
+
+
+def test_unknown_fields_are_ignored_as_vllm_does(server):
+    body = {"model": MODEL, "prompt": "Hi", "max_tokens": 2, "temperature": 0, "best_of": 1, "user": "u",
+            "min_tokens": 0, "skip_special_tokens": True, "some_future_field": {"x": [1, 2]}, "typical_p": 0.9}
+    status, r = post(server, "/v1/completions", body)
+    assert status == 200, r
+    assert r["usage"]["kv_sharing"] == "none"  # the base under the default scheme
