@@ -165,6 +165,22 @@ def test_usage_reports_the_scheme_applied(server, client, adapter_dirs, scheme, 
         assert unload(server, name)[0] == 200
 
 
+def test_echo_logprobs_need_the_adapters_own_prompt_rows(server, adapter_dirs):
+    """Under icarus an ICaRus adapter's prompt rows are the base encoder's, so
+    they cannot score the prompt as the adapter: a 400, not wrong numbers."""
+    status, data = load(server, "a-icarus-echo", adapter_dirs["a"], kind="icarus")
+    assert status == 200, data
+    try:
+        body = {"model": "a-icarus-echo", "prompt": "Hello there", "max_tokens": 1, "echo": True, "logprobs": 1}
+        status, data = server.post_json("/v1/completions", {**body, "kv_sharing": "icarus"}, api_key=KEY)
+        assert_openai_error(status, data, 400)
+        status, data = server.post_json("/v1/completions", {**body, "kv_sharing": "none"}, api_key=KEY)
+        assert status == 200, data
+        assert json.loads(data)["choices"][0]["logprobs"]["token_logprobs"][0] is None
+    finally:
+        assert unload(server, "a-icarus-echo")[0] == 200
+
+
 @pytest.mark.parametrize("value", ["full", "", 3, ["alora"]])
 def test_bad_kv_sharing_is_400(server, value):
     status, data = server.post_json("/v1/completions", {"model": "a", "prompt": "x", "kv_sharing": value},

@@ -496,9 +496,15 @@ TEST(Sampler, FullVocabularyCost) {
       {"top_p=0.95 t=0.8", {.temperature = 0.8f, .top_p = 0.95f}},
       {"min_p=0.05 t=0.8", {.temperature = 0.8f, .min_p = 0.05f}},
       {"top_p=0.9 n_logprobs=5", {.temperature = 1.0f, .top_p = 0.9f, .n_logprobs = 5}},
+      {"penalties+bias t=0.8 (1k ctx)",
+       {.temperature = 0.8f, .repetition_penalty = 1.1f, .frequency_penalty = 0.5f, .presence_penalty = 0.5f,
+        .logit_bias = {{1, 5.0f}, {2, -100.0f}}}},
   };
+  std::vector<int32_t> history(1000);
+  for (size_t i = 0; i < history.size(); ++i) history[i] = static_cast<int32_t>(i * 7919 % 49152);
   for (const auto& c : configs) {
     Sampler s(c.p);
+    s.set_prompt(history);  // a 1,000-token context for the penalties; a no-op without them
     int32_t sink = 0;
     double best_us = 1e30;  // best of 5 rounds: the machine is shared, the minimum is the cost
     for (int round = 0; round < 5; ++round) {
