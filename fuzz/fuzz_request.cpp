@@ -10,6 +10,7 @@
 // output (invalid bytes replaced) must parse back as JSON.
 // Seed corpus: AGENTKV_FUZZ_WRITE_SEEDS=<dir> fuzz_request -runs=0 writes a
 // few valid requests of each endpoint into <dir> and exits (scripts/fuzz.sh).
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +48,15 @@ void check_sampling(const SamplingFields& s, const RequestLimits& limits) {
   check(s.temperature >= 0.0f && s.temperature <= 2.0f, "temperature in range");
   check(s.top_p > 0.0f && s.top_p <= 1.0f, "top_p in range");
   check(s.stream || !s.include_usage, "include_usage only when streaming");
+  check(s.top_k >= 0, "top_k normalised (-1 is 0)");
+  check(s.min_p >= 0.0f && s.min_p <= 1.0f, "min_p in range");
+  check(s.repetition_penalty > 0.0f && std::isfinite(s.repetition_penalty), "repetition_penalty in range");
+  check(std::abs(s.frequency_penalty) <= 2.0f && std::abs(s.presence_penalty) <= 2.0f, "penalties in range");
+  check(s.n >= 1 && s.n <= kMaxN, "n in range");
+  for (const auto& [id, bias] : s.logit_bias) {
+    check(id >= 0 && id < limits.vocab_size && std::abs(bias) <= 100.0f, "logit_bias in range");
+  }
+  for (int32_t t : s.stop_token_ids) check(t >= 0 && t < limits.vocab_size, "stop_token_ids in vocabulary");
   json strings = {s.model, s.stop};
   (void)strings.dump();
 }
@@ -57,6 +67,8 @@ void write_seeds(const std::string& dir) {
       R"("stream_options":{"include_usage":true},"logprobs":2})",
       R"({"prompt":[1,2,3],"seed":5,"n":1,"echo":false,"cache_salt":"s","kv_sharing":"prefix"})",
       R"({"prompt":[[7,8]],"top_p":0.9,"stop":"\n"})",
+      R"({"prompt":["a","b"],"n":3,"top_k":-1,"min_p":0.1,"repetition_penalty":1.1,"frequency_penalty":-2,)"
+      R"("presence_penalty":0.5,"logit_bias":{"5":-100,"7":3.5},"stop_token_ids":[2],"ignore_eos":true})",
       R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"hi"}]}],)"
       R"("logprobs":true,"top_logprobs":3,"max_completion_tokens":5,"top_p":0.9})",
       R"({"messages":[{"role":"assistant","content":null},{"role":"tool","content":"1","tool_call_id":"c"}],)"
@@ -97,11 +109,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const CompletionRequest& r = completion.value();
     check_sampling(r.sampling, limits);
     check(!r.logprobs || (*r.logprobs >= 0 && *r.logprobs <= kMaxTopLogprobs), "logprobs in range");
-    if (r.prompt_is_tokens) {
-      check(!r.prompt_tokens.empty() && r.prompt_tokens.size() <= limits.max_prompt_tokens, "prompt length");
-      for (int32_t t : r.prompt_tokens) check(t >= 0 && t < limits.vocab_size, "token id in vocabulary");
-    } else {
-      (void)json(r.prompt_text).dump();
+    check(!r.prompts.empty() && r.prompts.size() * r.sampling.n <= static_cast<std::size_t>(kMaxChoices),
+          "prompts x n within the cap");
+    for (const PromptInput& p : r.prompts) {
+      if (p.is_tokens) {
+        check(!p.tokens.empty() && p.tokens.size() <= limits.max_prompt_tokens, "prompt length");
+        for (int32_t t : p.tokens) check(t >= 0 && t < limits.vocab_size, "token id in vocabulary");
+      } else {
+        (void)json(p.text).dump();
+      }
     }
   }
 

@@ -27,7 +27,13 @@ struct ServeRequest {
   SamplingParams sampling;         // n_logprobs > 0 fills TokenEvent::samples[i].top
   int32_t max_tokens = 256;        // clipped to the context left after the prompt
   std::vector<std::string> stop;   // stop strings (never emitted)
+  std::vector<int32_t> stop_token_ids;  // ids that end generation like end-of-generation (never emitted)
   bool ignore_eos = false;
+  // >= 0: report every prompt token's logprob (and this many alternatives)
+  // on the first event, as OpenAI's completions echo + logprobs. Such a
+  // request reads nothing from the prefix cache (a cached token has no
+  // logits), though it still writes its blocks for others. -1: off.
+  int32_t prompt_logprobs = -1;
   // Cache namespace: blocks are shared only between requests with equal
   // (tenant, cache_salt). Both are opaque strings; empty is a valid value.
   std::string tenant;
@@ -49,6 +55,9 @@ enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
 // held back). The last event has finish != kNone.
 struct ServeEvent {
   std::vector<SampleResult> samples;  // one per new token (id, logprob, top)
+  // First event, with ServeRequest::prompt_logprobs >= 0: one per prompt
+  // token from the second on (the first has no context to be scored in).
+  std::vector<SampleResult> prompt_logprobs;
   std::string text;                   // new text, never part of a stop string
   ServeFinish finish = ServeFinish::kNone;
   std::string error;                  // kError only: what went wrong
@@ -56,6 +65,8 @@ struct ServeEvent {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
   int32_t completion_tokens = 0;      // on the last event: tokens generated in all
+  std::string kv_sharing;             // the scheme applied: the one asked for, or "none" when it does
+                                      // not apply to the adapter's kind (ICaRus for a plain LoRA)
   double queue_s = 0;                 // submit -> first scheduled
   double ttft_s = 0;                  // submit -> first token
 };
@@ -121,7 +132,8 @@ class ServingEngine {
   virtual ~ServingEngine() = default;
 
   // Queues a request. Errors (and the sink is never called):
-  //   kInvalidArgument   empty prompt, bad sampling, token id outside the vocabulary
+  //   kInvalidArgument   empty prompt, bad sampling (logit_bias ids included),
+  //                      token id outside the vocabulary (prompt, stop_token_ids)
   //   kOutOfRange        prompt longer than max_model_len - 1, or than the KV pool holds
   //   kResourceExhausted the waiting queue holds max_queue requests (HTTP 429)
   //   kUnavailable       draining or stopped (HTTP 503)

@@ -144,7 +144,22 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int32_t n,
 
 }  // namespace
 
-Status SamplingParams::validate() const {
+SampleResult logprobs_of(std::span<const float> logits, int32_t id, int32_t n_top) {
+  SampleResult r{id, kNegInf, {}};
+  if (logits.empty() || id < 0 || static_cast<size_t>(id) >= logits.size()) return r;
+  const MaxInfo max = find_max(logits);
+  if (max.logit == kNegInf) return r;
+  const double log_z = std::log(partition(logits, max.logit));
+  r.logprob = static_cast<float>(double(logits[id]) - double(max.logit) - log_z);
+  r.top = top_logprobs(logits, std::clamp(n_top, 0, SamplingParams::kMaxLogprobs), max.logit, log_z);
+  return r;
+}
+
+bool SamplingParams::adjusts_logits() const {
+  return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f || !logit_bias.empty();
+}
+
+Status SamplingParams::validate(int32_t vocab_size) const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
     return make_error(ErrorCode::kInvalidArgument, "temperature must be >= 0 (got ", temperature, ")");
   }
@@ -161,6 +176,29 @@ Status SamplingParams::validate() const {
     return make_error(ErrorCode::kInvalidArgument, "n_logprobs must be in [0, ", kMaxLogprobs, "] (got ",
                       n_logprobs, ")");
   }
+  // vLLM's SamplingParams._verify_args: repetition_penalty > 0,
+  // presence/frequency_penalty in [-2, 2].
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
+    return make_error(ErrorCode::kInvalidArgument, "repetition_penalty must be > 0 (got ", repetition_penalty, ")");
+  }
+  if (!(std::abs(frequency_penalty) <= kMaxPenalty)) {
+    return make_error(ErrorCode::kInvalidArgument, "frequency_penalty must be in [-2, 2] (got ", frequency_penalty,
+                      ")");
+  }
+  if (!(std::abs(presence_penalty) <= kMaxPenalty)) {
+    return make_error(ErrorCode::kInvalidArgument, "presence_penalty must be in [-2, 2] (got ", presence_penalty,
+                      ")");
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || (vocab_size > 0 && id >= vocab_size)) {
+      return make_error(ErrorCode::kInvalidArgument, "logit_bias token id ", id, " is outside the vocabulary (",
+                        vocab_size, " tokens)");
+    }
+    if (!(std::abs(bias) <= kMaxLogitBias)) {
+      return make_error(ErrorCode::kInvalidArgument, "logit_bias values must be in [-100, 100] (got ", bias,
+                        " for token ", id, ")");
+    }
+  }
   return Status::ok();
 }
 
@@ -172,6 +210,61 @@ Sampler::Sampler(SamplingParams p) : params_(p), rng_(p.seed) {
   if (!(params_.min_p >= 0.0f)) params_.min_p = 0.0f;
   params_.min_p = std::min(params_.min_p, 1.0f);
   params_.n_logprobs = std::clamp(params_.n_logprobs, 0, SamplingParams::kMaxLogprobs);
+  if (!(params_.repetition_penalty > 0.0f) || !std::isfinite(params_.repetition_penalty)) {
+    params_.repetition_penalty = 1.0f;
+  }
+  const float kp = SamplingParams::kMaxPenalty, kb = SamplingParams::kMaxLogitBias;
+  params_.frequency_penalty = std::isnan(params_.frequency_penalty) ? 0.0f : std::clamp(params_.frequency_penalty, -kp, kp);
+  params_.presence_penalty = std::isnan(params_.presence_penalty) ? 0.0f : std::clamp(params_.presence_penalty, -kp, kp);
+  std::erase_if(params_.logit_bias, [](const auto& b) { return b.first < 0 || std::isnan(b.second); });
+  for (auto& b : params_.logit_bias) b.second = std::clamp(b.second, -kb, kb);
+  adjusts_ = params_.adjusts_logits();
+}
+
+void Sampler::set_prompt(std::span<const int32_t> prompt) {
+  if (params_.repetition_penalty == 1.0f) return;
+  for (int32_t t : prompt) {
+    if (t < 0) continue;
+    if (static_cast<size_t>(t) >= seen_mask_.size()) seen_mask_.resize(static_cast<size_t>(t) + 1, 0);
+    if (!seen_mask_[t]) {
+      seen_mask_[t] = 1;
+      seen_.push_back(t);
+    }
+  }
+}
+
+void Sampler::accept(int32_t token) {
+  if (!adjusts_ || token < 0) return;
+  set_prompt(std::span<const int32_t>(&token, 1));  // the repetition penalty covers outputs too
+  if (static_cast<size_t>(token) >= out_counts_.size()) out_counts_.resize(static_cast<size_t>(token) + 1, 0);
+  if (out_counts_[token]++ == 0) out_ids_.push_back(token);
+}
+
+std::span<const float> Sampler::adjust(std::span<const float> logits, std::vector<float>& buf) const {
+  if (!adjusts_) return logits;
+  buf.assign(logits.begin(), logits.end());
+  const size_t vocab = buf.size();
+  // The order is vLLM's: bias (a logits processor) before the penalties.
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (static_cast<size_t>(id) < vocab) buf[id] += bias;
+  }
+  const float r = params_.repetition_penalty;
+  if (r != 1.0f) {
+    for (int32_t id : seen_) {
+      if (static_cast<size_t>(id) >= vocab) continue;
+      float& x = buf[id];
+      x = x > 0.0f ? x / r : x * r;  // HF: both make the token less likely when r > 1
+    }
+  }
+  const float f = params_.frequency_penalty, p = params_.presence_penalty;
+  if (f != 0.0f || p != 0.0f) {
+    for (int32_t id : out_ids_) {
+      if (static_cast<size_t>(id) >= vocab) continue;
+      buf[id] = buf[id] - f * static_cast<float>(out_counts_[id]);
+      buf[id] = buf[id] - p;
+    }
+  }
+  return buf;
 }
 
 double Sampler::filter(std::span<const float> logits, float max_logit, std::vector<Candidate>& cands,
@@ -240,8 +333,9 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
   return kept;
 }
 
-SampleResult Sampler::sample(std::span<const float> logits) {
-  if (logits.empty()) return {-1, kNegInf, {}};
+SampleResult Sampler::sample(std::span<const float> raw) {
+  if (raw.empty()) return {-1, kNegInf, {}};
+  const std::span<const float> logits = adjust(raw, adjusted_);
   const MaxInfo max = find_max(logits);
   if (max.logit == kNegInf) {
     // Every token masked: nothing is sampleable. Return the lowest id rather
@@ -270,16 +364,25 @@ SampleResult Sampler::sample(std::span<const float> logits) {
     }
   }
 
+  // Logprobs describe the model, not the request's adjustments (vLLM's
+  // default raw_logprobs): recompute the partition over the raw row.
+  float lp_max = max.logit;
+  if (adjusts_) {
+    lp_max = find_max(raw).logit;
+    log_z = lp_max == kNegInf ? 0.0 : std::log(partition(raw, lp_max));
+  }
   SampleResult r;
   r.id = chosen;
-  r.logprob = static_cast<float>(double(logits[chosen]) - double(max.logit) - log_z);
-  r.top = top_logprobs(logits, params_.n_logprobs, max.logit, log_z);
+  r.logprob = lp_max == kNegInf ? kNegInf : static_cast<float>(double(raw[chosen]) - double(lp_max) - log_z);
+  r.top = top_logprobs(raw, params_.n_logprobs, lp_max, log_z);
   return r;
 }
 
-std::vector<double> Sampler::distribution(std::span<const float> logits) const {
-  std::vector<double> out(logits.size(), 0.0);
-  if (logits.empty()) return out;
+std::vector<double> Sampler::distribution(std::span<const float> raw) const {
+  std::vector<double> out(raw.size(), 0.0);
+  if (raw.empty()) return out;
+  std::vector<float> buf;
+  const std::span<const float> logits = adjust(raw, buf);
   const MaxInfo max = find_max(logits);
   if (params_.temperature == 0.0f || max.logit == kNegInf) {
     out[max.id] = 1.0;

@@ -1,6 +1,16 @@
 // Turns one row of logits into one token.
 //
-// Filters run in llama.cpp's default sampler-chain order for these options:
+// First the logits are adjusted, as vLLM's v1 sampler does (logit-bias
+// processor, then apply_penalties), on a float copy of the row:
+//   a. logit_bias          add bias[id]
+//   b. repetition_penalty  (HF / vLLM) for every token in prompt + output:
+//                          a positive logit is divided by r, a negative one
+//                          multiplied by r
+//   c. frequency_penalty   (OpenAI) minus f * times the token was generated
+//   d. presence_penalty    (OpenAI) minus p if it was generated at all
+// The prompt and output come from set_prompt() and accept().
+//
+// Filters then run in llama.cpp's default sampler-chain order:
 //   1. top-k        keep the k highest logits (ties: lower id first)
 //   2. top-p        keep the smallest prefix, by descending probability, whose
 //                   mass reaches top_p (the token that crosses it is kept)
@@ -18,6 +28,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -31,10 +42,21 @@ struct SamplingParams {
   float min_p = 0.0f;        // 0 => off; keeps tokens with p >= min_p * p_max
   uint64_t seed = 0;         // same seed + same logits => same tokens
   int32_t n_logprobs = 0;    // top-N logprobs to report (0..20)
+  float repetition_penalty = 1.0f;  // 1 => off; > 0 (vLLM's range)
+  float frequency_penalty = 0.0f;   // 0 => off; [-2, 2] (OpenAI's and vLLM's range)
+  float presence_penalty = 0.0f;    // 0 => off; [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // token id -> bias in [-100, 100]
 
   static constexpr int32_t kMaxLogprobs = 20;
+  static constexpr float kMaxPenalty = 2.0f;    // |frequency|, |presence|
+  static constexpr float kMaxLogitBias = 100.0f;
 
-  Status validate() const;
+  // Range checks of every field; logit_bias ids are checked against the
+  // vocabulary only when vocab_size > 0.
+  Status validate(int32_t vocab_size = 0) const;
+  // Any of logit_bias and the penalties is on: the sampler works on a copy.
+  bool adjusts_logits() const;
+
 };
 
 struct TokenLogprob {
@@ -45,22 +67,35 @@ struct TokenLogprob {
 struct SampleResult {
   int32_t id;                     // -1 only for an empty logits row
   float logprob;                  // log p(id) under the full, unfiltered, temperature-1 distribution
-                                  // (what OpenAI and vLLM report as "logprobs")
+                                  // of the model's raw logits, before bias and penalties
+                                  // (what OpenAI and vLLM, logprobs_mode=raw_logprobs, report)
   std::vector<TokenLogprob> top;  // the n_logprobs most likely tokens under that same
                                   // distribution, descending (ties: lower id first)
 };
+
+// log p(id) and the n_top most likely tokens of one logits row, under the
+// full temperature-1 distribution, with no sampling: prompt logprobs (the
+// row at position p scores the prompt token at p + 1).
+SampleResult logprobs_of(std::span<const float> logits, int32_t id, int32_t n_top);
 
 class Sampler {
  public:
   // `p` should have passed validate(); out-of-range values are clamped.
   explicit Sampler(SamplingParams p);
 
+  // The penalty context. set_prompt() records the prompt (the repetition
+  // penalty covers it); accept() records each generated token. Both are
+  // no-ops when no penalty is on.
+  void set_prompt(std::span<const int32_t> prompt);
+  void accept(int32_t token);
+
   // Picks a token from `logits` (one per vocabulary entry). Advances the RNG
   // unless the sampler is greedy.
   SampleResult sample(std::span<const float> logits);
 
-  // Debug and test accessor: the probability of every token after all filters
-  // (zeros for the filtered ones). Does not touch the RNG.
+  // Debug and test accessor: the probability of every token after the
+  // adjustments and all filters (zeros for the filtered ones). Does not touch
+  // the RNG.
   std::vector<double> distribution(std::span<const float> logits) const;
 
   const SamplingParams& params() const { return params_; }
@@ -78,7 +113,17 @@ class Sampler {
   double filter(std::span<const float> logits, float max_logit, std::vector<Candidate>& cands,
                 double* full_mass) const;
 
+  // `logits` after logit_bias and the penalties (in `buf`), or `logits`
+  // itself when none is on.
+  std::span<const float> adjust(std::span<const float> logits, std::vector<float>& buf) const;
+
   SamplingParams params_;
+  bool adjusts_ = false;
+  std::vector<int32_t> seen_;          // distinct prompt + output ids (repetition penalty)
+  std::vector<int32_t> out_counts_;    // by token id: times generated (grown on demand)
+  std::vector<int32_t> out_ids_;       // distinct generated ids, to visit only those
+  std::vector<uint8_t> seen_mask_;     // by token id: in seen_
+  std::vector<float> adjusted_;        // reused row copy
   std::mt19937_64 rng_;
   std::vector<Candidate> cands_;  // reused across calls: no allocation per token
 };

@@ -38,6 +38,9 @@ struct Live {
   StreamDecoder detok;
   int32_t max_tokens = 0;
   bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  int32_t prompt_logprobs = -1;
+  std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
   int32_t n_prompt = 0;
   int32_t n_generated = 0;
   Clock::time_point submitted;
@@ -51,7 +54,11 @@ struct Live {
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
-        ignore_eos(r.ignore_eos), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t) {}
+        ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
+        n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t) {
+    sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
+    if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
+  }
 };
 
 struct Pending {
@@ -86,6 +93,8 @@ class ServingEngineImpl final : public ServingEngine {
   void run_step(const SchedulerOutput& out);
   // Turns one logits row into a token and an event; finishes when it should.
   void on_logits(ServeId id, std::span<const float> logits);
+  // Scores prompt token pos + 1 from the logits row of position pos.
+  void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
   void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
   void mark_scheduled(ServeId id, Live& l);
   void publish_stats();
@@ -194,7 +203,13 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
                         " tokens)");
     }
   }
-  AKV_RETURN_IF_ERROR(req.sampling.validate());
+  for (int32_t t : req.stop_token_ids) {
+    if (t < 0 || t >= model_->spec.n_vocab) {
+      return make_error(ErrorCode::kInvalidArgument, "stop_token_ids: token id ", t, " is outside the vocabulary (",
+                        model_->spec.n_vocab, " tokens)");
+    }
+  }
+  AKV_RETURN_IF_ERROR(req.sampling.validate(model_->spec.n_vocab));
   if (req.max_tokens < 1) return make_error(ErrorCode::kInvalidArgument, "max_tokens must be >= 1");
   const int64_t n_prompt = static_cast<int64_t>(req.prompt.size());
   if (n_prompt >= max_model_len_) {
@@ -220,6 +235,14 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     }
   }
   AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan(adapter.get(), req.prompt));
+  if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
+    return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
+  }
+  if (req.prompt_logprobs >= 0 && std::string_view(sharing.scheme) == "icarus") {
+    // Prompt rows run as the base encoder there: their logits are not the adapter's.
+    return make_error(ErrorCode::kInvalidArgument, "prompt logprobs (echo with logprobs) are not available for an "
+                                                   "ICaRus adapter under kv_sharing icarus");
+  }
   ServeId id;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -303,6 +326,7 @@ void ServingEngineImpl::loop() {
       r->base_keys.tenant = p.req.tenant;
       r->base_keys.cache_salt = p.req.cache_salt;
       r->keys = r->base_keys;
+      r->read_cache = p.req.prompt_logprobs < 0;
       const int32_t from = p.sharing.lineage_from;
       if (from != kNever) {
         r->keys.lineage = p.adapter->id;
@@ -364,6 +388,11 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   const int32_t bs = opts_.block_size;
   Step step;
   std::vector<RowSpec> specs;
+  struct LogitRow {
+    ServeId id;
+    int32_t prompt_pos;  // >= 0: scores prompt token prompt_pos + 1; -1: the row to sample from
+  };
+  std::vector<LogitRow> logit_rows;  // the rows with logits, in row order (the runner's output order)
   for (const ScheduledSeq& s : out.seqs) {
     SchedRequest* r = s.req;
     auto it = live_.find(r->id);
@@ -391,6 +420,10 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       row.slot = rs.write_kv ? int64_t{q.blocks[pos / bs]} * bs + pos % bs : -1;
       row.logits = rs.logits;
       row.adapter = rs.adapter ? adapter_index : -1;
+      // Prompt logprobs: every prompt row that writes KV also gives logits.
+      const bool score = !rs.logits && rs.write_kv && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
+      if (score) row.logits = true;
+      if (row.logits) logit_rows.push_back({r->id, score ? pos : -1});
       step.rows.push_back(row);
     }
     q.row_end = static_cast<int32_t>(step.rows.size());
@@ -411,12 +444,24 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     ++stats_.steps;
   }
   const int64_t n_vocab = model_->spec.n_vocab;
-  int64_t j = 0;
-  std::vector<std::pair<ServeId, int64_t>> to_sample;
-  for (const ScheduledSeq& s : out.seqs) {
-    if (s.sample) to_sample.emplace_back(s.req->id, j++);
+  for (size_t j = 0; j < logit_rows.size(); ++j) {
+    const std::span<const float> row{logits_.data() + static_cast<int64_t>(j) * n_vocab, static_cast<size_t>(n_vocab)};
+    if (logit_rows[j].prompt_pos >= 0) {
+      on_prompt_logits(logit_rows[j].id, logit_rows[j].prompt_pos, row);
+    } else {
+      on_logits(logit_rows[j].id, row);
+    }
   }
-  for (const auto& [id, row] : to_sample) on_logits(id, {logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab)});
+}
+
+void ServingEngineImpl::on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits) {
+  auto it = live_.find(id);
+  SchedRequest* r = sched_->find(id);
+  if (it == live_.end() || r == nullptr) return;
+  Live& l = it->second;
+  // A recompute after preemption scores the same positions again: keep the first.
+  if (pos < 0 || static_cast<size_t>(pos) >= l.prompt_lps.size() || l.prompt_lps[pos].id >= 0) return;
+  l.prompt_lps[pos] = logprobs_of(logits, r->tokens[pos + 1], l.prompt_logprobs);
 }
 
 void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
@@ -430,8 +475,10 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     l.ttft_s = seconds(l.submitted, Clock::now());
     ev.prompt_tokens = l.n_prompt;
     ev.cached_tokens = std::max(0, r->n_cached_prompt);
+    ev.kv_sharing = l.sharing.scheme;
     ev.queue_s = l.queue_s;
     ev.ttft_s = l.ttft_s;
+    ev.prompt_logprobs = std::move(l.prompt_lps);
     std::lock_guard<std::mutex> lk(mu_);
     stats_.prompt_tokens += l.n_prompt;
     AdapterStats& m = stats_.per_model[l.model];
@@ -442,12 +489,14 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
   }
   SampleResult sr = l.sampler.sample(logits);
-  if (!l.ignore_eos && tokenizer_->is_eog(sr.id)) {
+  const bool stop_id = std::find(l.stop_token_ids.begin(), l.stop_token_ids.end(), sr.id) != l.stop_token_ids.end();
+  if (stop_id || (!l.ignore_eos && tokenizer_->is_eog(sr.id))) {
     finish(id, ServeFinish::kStop, std::move(ev));
     return;
   }
   ++l.n_generated;
   const int32_t token = sr.id;
+  l.sampler.accept(token);
   ev.samples.push_back(std::move(sr));
   ev.text = l.stops.push(l.detok.push(token));
   if (l.stops.stopped()) {
@@ -472,6 +521,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   ev.prompt_tokens = l.n_prompt;
   if (SchedRequest* r = sched_->find(id)) ev.cached_tokens = std::max(0, r->n_cached_prompt);
   ev.completion_tokens = l.n_generated;
+  ev.kv_sharing = l.sharing.scheme;
   ev.queue_s = l.queue_s;
   ev.ttft_s = l.ttft_s;
   const bool was_queued = !l.scheduled;

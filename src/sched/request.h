@@ -31,6 +31,9 @@ struct SchedRequest {
   // Prompt tokens that came from the prefix cache at first admission (what
   // the API reports as cached_tokens); -1 until then.
   int32_t n_cached_prompt = -1;
+  // false: computes its whole prompt even when blocks are cached (prompt
+  // logprobs need every prompt row's logits); it still commits its blocks.
+  bool read_cache = true;
   int32_t n_preemptions = 0;
 };
 

@@ -51,7 +51,7 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
 int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
   SchedRequest* r = waiting_.front();
   KvBlocks hit;
-  if (cfg_.prefix_caching) {
+  if (cfg_.prefix_caching && r->read_cache) {
     hit = kv_->get_computed_blocks_split(r->tokens, r->base_keys, r->lineage_block, r->keys);
   }
   const int32_t n_hit = hit.n_tokens();

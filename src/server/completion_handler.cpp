@@ -5,9 +5,9 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
-#include <random>
 #include <utility>
 
+#include "server/completion_prepare.h"
 #include "server/event_queue.h"
 #include "server/http_server.h"
 #include "server/models_handler.h"
@@ -21,78 +21,6 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
-
-// The request in the engine's terms, plus what the response needs.
-struct Prepared {
-  ServeRequest req;
-  bool stream = false;
-  bool include_usage = false;
-  bool want_logprobs = false;
-  std::string echo_text;  // completions with echo: the prompt, put before the answer
-  std::string model;      // the name the response carries: the base's or the adapter's
-};
-
-ApiResult<Prepared> prepare(const CompletionEnv& env, const std::string& body, bool chat) {
-  const Tokenizer& tok = env.engine->tokenizer();
-  Prepared p;
-  SamplingFields sf;
-  if (chat) {
-    ApiResult<ChatRequest> parsed = parse_chat_request(body, env.limits);
-    if (!parsed.ok()) return parsed.error();
-    ChatRequest& c = parsed.value();
-    if (!env.chat_kind) return bad_request("messages", env.chat_kind_error);
-    std::vector<agentkv::ChatMessage> msgs;
-    msgs.reserve(c.messages.size());
-    for (const ChatMessage& m : c.messages) {
-      // OpenAI's "developer" role is the newer name of "system".
-      msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
-    }
-    const std::string text = chat_template_apply(*env.chat_kind, msgs, /*add_generation_prompt=*/true);
-    p.req.prompt = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
-    p.want_logprobs = c.logprobs;
-    p.req.sampling.n_logprobs = c.logprobs ? c.top_logprobs : 0;
-    sf = std::move(c.sampling);
-  } else {
-    ApiResult<CompletionRequest> parsed = parse_completion_request(body, env.limits);
-    if (!parsed.ok()) return parsed.error();
-    CompletionRequest& c = parsed.value();
-    if (c.prompt_is_tokens) {
-      p.req.prompt = std::move(c.prompt_tokens);
-      if (c.echo) p.echo_text = tok.decode(p.req.prompt);
-    } else {
-      // As vLLM (HF tokenizers split added tokens out of any text) and
-      // llama-server: control-token text in a completion prompt is the token.
-      p.req.prompt = tok.encode(c.prompt_text, /*add_special=*/true, /*parse_special=*/true);
-      if (c.echo) p.echo_text = c.prompt_text;
-    }
-    p.want_logprobs = c.logprobs.has_value();
-    p.req.sampling.n_logprobs = c.logprobs.value_or(0);
-    sf = std::move(c.sampling);
-  }
-  ApiResult<std::string> adapter = resolve_model(*env.engine, env.model_name, sf.model);
-  if (!adapter.ok()) return adapter.error();
-  p.req.adapter = std::move(adapter).value();
-  p.model = p.req.adapter.empty() ? env.model_name : p.req.adapter;
-  if (sf.kv_sharing) {
-    if (!is_kv_sharing_scheme(*sf.kv_sharing)) {
-      return bad_request("kv_sharing",
-                         "unknown kv_sharing '" + *sf.kv_sharing + "'; expected none, alora or icarus");
-    }
-    p.req.kv_sharing = *sf.kv_sharing;
-  }
-  p.req.sampling.temperature = sf.temperature;
-  p.req.sampling.top_p = sf.top_p;
-  p.req.sampling.seed = sf.seed ? static_cast<uint64_t>(*sf.seed)
-                                : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  // Absent: as much as the context allows (the engine clips to what is left).
-  p.req.max_tokens = sf.max_tokens.value_or(env.engine->max_model_len());
-  p.req.stop = std::move(sf.stop);
-  p.req.tenant = env.tenant;
-  p.req.cache_salt = sf.cache_salt.value_or("");
-  p.stream = sf.stream;
-  p.include_usage = sf.include_usage;
-  return p;
-}
 
 std::vector<TokenLogprob> to_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& samples) {
   std::vector<TokenLogprob> out;
@@ -138,30 +66,6 @@ class LatencyRecorder {
   Clock::time_point first_, last_;
 };
 
-// Per-request state shared by the handler, the stream provider and the sink.
-struct Job {
-  CompletionEnv env;
-  Prepared prep;
-  bool chat = false;
-  ResponseMeta meta;
-  std::shared_ptr<EventQueue> queue = std::make_shared<EventQueue>();
-  ServeId id = 0;
-  LatencyRecorder latency{nullptr};
-  // Accumulated over the events.
-  std::string text;
-  std::vector<SampleResult> samples;
-  Usage usage;
-  std::size_t text_offset = 0;  // completions logprobs: byte offset of the next token
-  bool finished = false;        // the final event was handled
-  bool role_sent = false;
-
-  void take_usage(const ServeEvent& e) {
-    if (e.prompt_tokens > 0) usage.prompt_tokens = e.prompt_tokens;
-    if (e.cached_tokens > 0) usage.cached_tokens = e.cached_tokens;
-    if (e.finish != ServeFinish::kNone) usage.completion_tokens = e.completion_tokens;
-  }
-};
-
 ApiError finish_error(const ServeEvent& e) {
   ApiError err;
   if (e.finish == ServeFinish::kCancelled) {
@@ -176,70 +80,228 @@ ApiError finish_error(const ServeEvent& e) {
   return err;
 }
 
-void respond_whole(Job& job, httplib::Response& res) {
-  const Tokenizer& tok = job.env.engine->tokenizer();
-  ServeEvent last;
-  while (!job.finished) {
-    for (TimedEvent& te : job.queue->pop_all(kPollInterval)) {
-      job.latency.on_event(te);
-      ServeEvent& e = te.event;
-      job.take_usage(e);
-      job.text += e.text;
-      for (SampleResult& s : e.samples) job.samples.push_back(std::move(s));
-      if (e.finish != ServeFinish::kNone) {
-        job.finished = true;
-        last = std::move(e);
+// One choice: a sequence in the engine, and what it has produced so far.
+struct ChoiceState {
+  int prompt = 0;  // index into Prepared::prompts
+  ServeId id = 0;
+  bool submitted = false;
+  bool seen = false;      // an event arrived: the prompt's KV is in the prefix cache
+  bool finished = false;  // its final event arrived
+  ServeEvent last;        // that final event
+  std::string text;
+  std::vector<SampleResult> samples;
+  std::vector<SampleResult> prompt_logprobs;  // echo + logprobs: the leader's, for prompt tokens 1..
+  std::size_t text_offset = 0;  // completions logprobs: byte offset of the next token
+  bool echo_sent = false;       // leader, stream with echo + logprobs: its prompt's echo chunks are out
+  LatencyRecorder latency{nullptr};
+  int prompt_tokens = 0;
+  int cached_tokens = 0;
+  int completion_tokens = 0;
+  std::string kv_sharing;
+};
+
+// Per-request state shared by the handler, the stream provider and the sinks.
+//
+// n > 1 shares one prefill: the first choice of each prompt (its leader) is
+// submitted at once, the other n - 1 when the leader's first event arrives.
+// By then the engine has committed the leader's full prompt blocks to the
+// prefix cache (and the leader still holds them), so the followers compute
+// only the prompt's last partial block.
+struct Job {
+  CompletionEnv env;
+  Prepared prep;
+  bool chat = false;
+  ResponseMeta meta;
+  std::shared_ptr<EventQueue> queue = std::make_shared<EventQueue>();
+  std::vector<ChoiceState> choices;
+  int n_finished = 0;
+  bool finished = false;            // every choice finished, or the request failed
+  std::optional<ApiError> failure;  // a choice could not be submitted, or failed in the engine
+  bool opened = false;              // stream: the role / echo chunks were sent
+
+  void init() {
+    choices.resize(static_cast<std::size_t>(prep.n_choices()));
+    for (std::size_t c = 0; c < choices.size(); ++c) {
+      choices[c].prompt = static_cast<int>(c) / prep.n;
+      choices[c].latency = LatencyRecorder(env.metrics);
+      choices[c].text_offset = prep.echo_texts[choices[c].prompt].size();
+    }
+  }
+
+  std::optional<ApiError> submit(int c) {
+    ChoiceState& ch = choices[c];
+    ServeRequest r = prep.prompts[ch.prompt];
+    r.sampling.seed = prep.seeds[c % prep.n];
+    // One scoring of the prompt is enough, and followers must read the cache.
+    if (c % prep.n != 0) r.prompt_logprobs = -1;
+    Result<ServeId> id =
+        env.engine->submit(std::move(r), [q = queue, c](ServeEvent&& e) { q->push(std::move(e), c); });
+    if (!id.is_ok()) {
+      ApiError e = api_error_from_status(id.status());
+      if (e.code == "context_length_exceeded" && !chat) e.param = "prompt";
+      // The adapter was unloaded since prepare_completion() found it.
+      if (id.status().code() == ErrorCode::kNotFound) {
+        e = model_not_found(prep.model, served_model_names(*env.engine, env.model_name));
+      }
+      return e;
+    }
+    ch.id = *id;
+    ch.submitted = true;
+    return std::nullopt;
+  }
+
+  void cancel_all() {
+    for (ChoiceState& ch : choices) {
+      if (ch.submitted && !ch.finished) env.engine->cancel(ch.id);
+    }
+  }
+
+  void fail(ApiError e) {
+    if (!failure) failure = std::move(e);
+    finished = true;
+    cancel_all();
+  }
+
+  // The bookkeeping of one event: usage, followers, completion. The caller
+  // renders the event (stream) or accumulates it (whole response).
+  void on_event(const TimedEvent& te) {
+    ChoiceState& ch = choices[te.choice];
+    const ServeEvent& e = te.event;
+    ch.latency.on_event(te);
+    if (e.prompt_tokens > 0) ch.prompt_tokens = e.prompt_tokens;
+    if (e.cached_tokens > 0) ch.cached_tokens = e.cached_tokens;
+    if (!e.kv_sharing.empty()) ch.kv_sharing = e.kv_sharing;
+    if (!e.prompt_logprobs.empty()) ch.prompt_logprobs = e.prompt_logprobs;
+    if (e.finish != ServeFinish::kNone) {
+      ch.finished = true;
+      ch.completion_tokens = e.completion_tokens;
+      if (e.finish != ServeFinish::kStop && e.finish != ServeFinish::kLength) return fail(finish_error(e));
+      if (++n_finished == static_cast<int>(choices.size())) finished = true;
+    }
+    if (!ch.seen) {
+      ch.seen = true;
+      if (te.choice % prep.n == 0 && !failure) {
+        for (int j = 1; j < prep.n; ++j) {
+          if (auto err = submit(te.choice + j)) return fail(std::move(*err));
+        }
       }
     }
   }
-  if (last.finish != ServeFinish::kStop && last.finish != ServeFinish::kLength) {
-    return write_error(res, finish_error(last));
+
+  // Prompt tokens count once per prompt (as OpenAI), from its leader;
+  // prefilled_tokens counts what every choice computed.
+  Usage usage() const {
+    Usage u;
+    u.prefilled_tokens = 0;
+    for (std::size_t c = 0; c < choices.size(); ++c) {
+      const ChoiceState& ch = choices[c];
+      const int n_prompt =
+          ch.prompt_tokens > 0 ? ch.prompt_tokens : static_cast<int>(prep.prompts[ch.prompt].prompt.size());
+      if (c % static_cast<std::size_t>(prep.n) == 0) {
+        u.prompt_tokens += n_prompt;
+        u.cached_tokens += ch.cached_tokens;
+      }
+      u.completion_tokens += ch.completion_tokens;
+      if (ch.submitted) u.prefilled_tokens += n_prompt - ch.cached_tokens;
+    }
+    u.kv_sharing = choices.empty() ? "" : choices[0].kv_sharing;
+    return u;
   }
-  if (job.usage.prompt_tokens == 0) job.usage.prompt_tokens = static_cast<int>(job.prep.req.prompt.size());
-  Choice choice;
-  choice.text = job.prep.echo_text + job.text;
-  choice.finish_reason = finish_reason_name(last.finish);
-  choice.text_offset = job.prep.echo_text.size();
-  if (job.prep.want_logprobs) choice.logprobs = to_logprobs(tok, job.samples);
-  const json body = job.chat ? chat_completion_response(job.meta, choice, job.usage)
-                             : completion_response(job.meta, choice, job.usage);
+};
+
+// The echoed prompt's tokens for completions logprobs: the first unscored
+// (null, as OpenAI), the rest from the prompt's leader.
+std::vector<TokenLogprob> echo_logprobs(const Job& job, int prompt) {
+  const Tokenizer& tok = job.env.engine->tokenizer();
+  const std::vector<int32_t>& ids = job.prep.prompts[prompt].prompt;
+  const std::vector<SampleResult>& scored = job.choices[prompt * job.prep.n].prompt_logprobs;
+  std::vector<TokenLogprob> out;
+  out.push_back({tok.token_to_piece(ids[0]), 0.0f, {}, /*scored=*/false});
+  std::vector<TokenLogprob> rest = to_logprobs(tok, scored);
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+void respond_whole(Job& job, httplib::Response& res) {
+  const Tokenizer& tok = job.env.engine->tokenizer();
+  while (!job.finished) {
+    for (TimedEvent& te : job.queue->pop_all(kPollInterval)) {
+      job.on_event(te);
+      ChoiceState& ch = job.choices[te.choice];
+      ch.text += te.event.text;
+      for (SampleResult& s : te.event.samples) ch.samples.push_back(std::move(s));
+      if (te.event.finish != ServeFinish::kNone) ch.last = std::move(te.event);
+      if (job.finished) break;
+    }
+  }
+  if (job.failure) return write_error(res, *job.failure);
+  std::vector<Choice> out;
+  for (std::size_t c = 0; c < job.choices.size(); ++c) {
+    const ChoiceState& ch = job.choices[c];
+    const std::string& echo = job.prep.echo_texts[ch.prompt];
+    Choice choice;
+    choice.index = static_cast<int>(c);
+    choice.text = echo + ch.text;
+    choice.finish_reason = finish_reason_name(ch.last.finish);
+    choice.text_offset = echo.size();
+    if (job.prep.want_logprobs) choice.logprobs = to_logprobs(tok, ch.samples);
+    if (job.prep.echo_logprobs) {
+      std::vector<TokenLogprob> lps = echo_logprobs(job, ch.prompt);
+      lps.insert(lps.end(), choice.logprobs->begin(), choice.logprobs->end());
+      choice.logprobs = std::move(lps);
+      choice.text_offset = 0;
+    }
+    out.push_back(std::move(choice));
+  }
+  const Usage usage = job.usage();
+  const json body = job.chat ? chat_completion_response(job.meta, out, usage) : completion_response(job.meta, out, usage);
   res.status = 200;
   res.set_content(dump_json(body), "application/json");
 }
 
-// The SSE chunks for one event, appended to `out`.
-void stream_event(Job& job, const ServeEvent& e, std::string& out) {
+// The SSE chunks for one event of choice `c`, appended to `out`.
+void stream_event(Job& job, int c, const ServeEvent& e, std::string& out) {
   const Tokenizer& tok = job.env.engine->tokenizer();
+  ChoiceState& ch = job.choices[c];
   std::optional<std::vector<TokenLogprob>> lps;
   if (job.prep.want_logprobs && !e.samples.empty()) lps = to_logprobs(tok, e.samples);
   const bool final = e.finish != ServeFinish::kNone;
-  if (final && e.finish != ServeFinish::kStop && e.finish != ServeFinish::kLength) {
-    out += sse_event(to_json(finish_error(e)));
-    out += sse_done();
-    return;
-  }
   const std::string reason = final ? finish_reason_name(e.finish) : "";
   if (job.chat) {
-    if (!e.text.empty() || lps) out += sse_event(chat_chunk_delta(job.meta, e.text, lps));
-    if (final) out += sse_event(chat_chunk_finish(job.meta, reason));
+    if (!e.text.empty() || lps) out += sse_event(chat_chunk_delta(job.meta, e.text, lps, c));
+    if (final) out += sse_event(chat_chunk_finish(job.meta, reason, c));
   } else if (!e.text.empty() || lps || final) {
-    Choice c;
-    c.text = e.text;
-    c.finish_reason = reason;
-    c.logprobs = std::move(lps);
-    c.text_offset = job.text_offset;
-    out += sse_event(completion_chunk(job.meta, c));
-    if (c.logprobs) {
-      for (const TokenLogprob& t : *c.logprobs) job.text_offset += t.token.size();
+    Choice choice;
+    choice.index = c;
+    choice.text = e.text;
+    choice.finish_reason = reason;
+    choice.logprobs = std::move(lps);
+    choice.text_offset = ch.text_offset;
+    out += sse_event(completion_chunk(job.meta, choice));
+    if (choice.logprobs) {
+      for (const TokenLogprob& t : *choice.logprobs) ch.text_offset += t.token.size();
     }
   }
-  if (final) {
-    if (job.prep.include_usage) {
-      if (job.usage.prompt_tokens == 0)
-        job.usage.prompt_tokens = static_cast<int>(job.prep.req.prompt.size());
-      out += sse_event(usage_chunk(job.meta, job.usage, job.chat));
-    }
-    out += sse_done();
+}
+
+// echo + logprobs in a stream: the echo chunk of every choice of `prompt`,
+// with the prompt's scores, once its leader's first event has brought them
+// (before any of those choices' own chunks: followers start after it).
+void stream_echo(Job& job, int prompt, std::string& out) {
+  ChoiceState& leader = job.choices[prompt * job.prep.n];
+  if (leader.echo_sent) return;
+  leader.echo_sent = true;
+  const std::vector<TokenLogprob> lps = echo_logprobs(job, prompt);
+  std::size_t end = 0;
+  for (const TokenLogprob& t : lps) end += t.token.size();
+  for (int j = 0; j < job.prep.n; ++j) {
+    const int c = prompt * job.prep.n + j;
+    Choice choice;
+    choice.index = c;
+    choice.text = job.prep.echo_texts[prompt];
+    choice.logprobs = lps;
+    out += sse_event(completion_chunk(job.meta, choice));
+    job.choices[c].text_offset = end;
   }
 }
 
@@ -247,23 +309,32 @@ void stream_event(Job& job, const ServeEvent& e, std::string& out) {
 // and writes their chunks. Returning false drops the connection.
 bool stream_step(Job& job, httplib::DataSink& sink) {
   std::string out;
-  if (!job.role_sent) {
-    job.role_sent = true;
-    if (job.chat) {
-      out += sse_event(chat_chunk_role(job.meta));
-    } else if (!job.prep.echo_text.empty()) {
-      Choice c;
-      c.text = job.prep.echo_text;
-      out += sse_event(completion_chunk(job.meta, c));
-      job.text_offset = job.prep.echo_text.size();
+  if (!job.opened) {
+    job.opened = true;
+    for (std::size_t c = 0; c < job.choices.size(); ++c) {
+      const std::string& echo = job.prep.echo_texts[job.choices[c].prompt];
+      if (job.chat) {
+        out += sse_event(chat_chunk_role(job.meta, static_cast<int>(c)));
+      } else if (!echo.empty() && !job.prep.echo_logprobs) {  // else: with the prompt's scores (stream_echo)
+        Choice choice;
+        choice.index = static_cast<int>(c);
+        choice.text = echo;
+        out += sse_event(completion_chunk(job.meta, choice));
+      }
     }
   }
   for (TimedEvent& te : job.queue->pop_all(out.empty() ? kPollInterval : std::chrono::milliseconds(0))) {
-    job.latency.on_event(te);
-    job.take_usage(te.event);
-    stream_event(job, te.event, out);
-    if (te.event.finish != ServeFinish::kNone) {
-      job.finished = true;
+    job.on_event(te);
+    if (job.failure) {
+      out += sse_event(to_json(*job.failure));
+      out += sse_done();
+      break;
+    }
+    if (job.prep.echo_logprobs && te.choice % job.prep.n == 0) stream_echo(job, te.choice / job.prep.n, out);
+    stream_event(job, te.choice, te.event, out);
+    if (job.finished) {
+      if (job.prep.include_usage) out += sse_event(usage_chunk(job.meta, job.usage(), job.chat));
+      out += sse_done();
       break;
     }
   }
@@ -298,31 +369,25 @@ void handle_completion(CompletionEnv env, const httplib::Request& req, httplib::
   auto job = std::make_shared<Job>();
   job->env = std::move(env);
   job->chat = chat;
-  job->latency = LatencyRecorder(job->env.metrics);
-  ApiResult<Prepared> prep = prepare(job->env, req.body, chat);
+  ApiResult<Prepared> prep = prepare_completion(job->env, req.body, chat);
   if (!prep.ok()) {
     write_error(res, prep.error());
     return job->env.on_finished();
   }
   job->prep = std::move(prep).value();
+  job->init();
   job->meta.id = format_response_id(chat ? "chatcmpl" : "cmpl", job->env.serial);
   job->meta.created = static_cast<int64_t>(std::time(nullptr));
   job->meta.model = job->prep.model;
 
-  ServeRequest sreq = job->prep.req;  // keep the prompt for usage fallbacks
-  Result<ServeId> id =
-      job->env.engine->submit(std::move(sreq), [q = job->queue](ServeEvent&& e) { q->push(std::move(e)); });
-  if (!id.is_ok()) {
-    ApiError e = api_error_from_status(id.status());
-    if (e.code == "context_length_exceeded" && !chat) e.param = "prompt";
-    // The adapter was unloaded since prepare() found it.
-    if (id.status().code() == ErrorCode::kNotFound) {
-      e = model_not_found(job->prep.model, served_model_names(*job->env.engine, job->env.model_name));
+  // The leaders now; their followers once they have prefilled (Job::on_event).
+  for (int c = 0; c < job->prep.n_choices(); c += job->prep.n) {
+    if (auto err = job->submit(c)) {
+      job->cancel_all();
+      write_error(res, *err);
+      return job->env.on_finished();
     }
-    write_error(res, e);
-    return job->env.on_finished();
   }
-  job->id = *id;
 
   if (!job->prep.stream) {
     respond_whole(*job, res);
@@ -331,11 +396,10 @@ void handle_completion(CompletionEnv env, const httplib::Request& req, httplib::
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [job](size_t /*offset*/, httplib::DataSink& sink) { return stream_step(*job, sink); },
+      "text/event-stream", [job](size_t /*offset*/, httplib::DataSink& sink) { return stream_step(*job, sink); },
       [job](bool /*success*/) {
         // The client went away (or the listener stopped) before the end.
-        if (!job->finished) job->env.engine->cancel(job->id);
+        if (!job->finished || job->failure) job->cancel_all();
         job->env.on_finished();
       });
 }

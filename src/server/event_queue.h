@@ -16,14 +16,15 @@ namespace agentkv::server {
 struct TimedEvent {
   ServeEvent event;
   std::chrono::steady_clock::time_point arrived;  // when the engine delivered it
+  int choice = 0;  // which of the request's choices (n > 1, several prompts) it belongs to
 };
 
 class EventQueue {
  public:
-  void push(ServeEvent&& e) {
+  void push(ServeEvent&& e, int choice = 0) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      q_.push_back({std::move(e), std::chrono::steady_clock::now()});
+      q_.push_back({std::move(e), std::chrono::steady_clock::now(), choice});
     }
     cv_.notify_one();
   }

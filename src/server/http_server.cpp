@@ -12,6 +12,7 @@
 #include "server/completion_handler.h"
 #include "server/models_handler.h"
 #include "server/openai_response.h"
+#include "server/tokenize_handler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -232,6 +233,24 @@ void HttpServer::setup_routes() {
          [this](const httplib::Request& req, httplib::Response& res) { handle_adapter(req, res, true); });
   s.Post("/v1/unload_lora_adapter",
          [this](const httplib::Request& req, httplib::Response& res) { handle_adapter(req, res, false); });
+  // vLLM's tokenizer endpoints (tokenize_handler.h).
+  for (const bool tokenize : {true, false}) {
+    s.Post(tokenize ? "/tokenize" : "/detokenize", [this, tokenize](const httplib::Request& req, httplib::Response& res) {
+      if (!authorize(req, res, nullptr)) return;
+      ServingEngine* engine = engine_.load(std::memory_order_acquire);
+      if (draining_) return write_error(res, unavailable("the server is shutting down"));
+      if (!engine) return write_error(res, unavailable("the model is still loading"));
+      request_begin();  // shutdown() waits for this answer
+      const ApiResult<json> r = tokenize ? tokenize_request(*engine, cfg_.model_name, req.body, limits_)
+                                         : detokenize_request(*engine, cfg_.model_name, req.body, limits_);
+      if (r.ok()) {
+        res.set_content(dump_json(r.value()), "application/json");
+      } else {
+        write_error(res, r.error());
+      }
+      request_end();
+    });
+  }
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { handle_health(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
 
@@ -243,7 +262,8 @@ void HttpServer::setup_routes() {
     };
   };
   for (const char* path :
-       {"/v1/completions", "/v1/chat/completions", "/v1/load_lora_adapter", "/v1/unload_lora_adapter"}) {
+       {"/v1/completions", "/v1/chat/completions", "/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/tokenize",
+        "/detokenize"}) {
     s.Get(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", "/health", "/metrics"}) {

@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -186,6 +187,65 @@ MaybeError read_stop(const json& obj, std::vector<std::string>& out) {
   return std::nullopt;
 }
 
+// One logit_bias entry, range-checked.
+MaybeError add_bias(int64_t id, int64_t hi, const json& bias, std::vector<std::pair<int32_t, float>>& out) {
+  if (id < 0 || id > hi) {
+    return bad_request("logit_bias", "logit_bias token id " + std::to_string(id) + " is not in [0, " +
+                                         std::to_string(hi) + "]");
+  }
+  // llama-server's `false` means "never": our -100 (exp(-100) underflows in float).
+  const double b = bias.is_boolean() && !bias.get<bool>() ? -100.0 : bias.is_number() ? bias.get<double>() : NAN;
+  if (std::isnan(b)) return wrong_type("logit_bias", "a map from token ids to numbers", bias);
+  if (b < -100.0 || b > 100.0) {
+    return bad_request("logit_bias", "logit_bias values must be in [-100, 100], got " + bias.dump() + " for token " +
+                                         std::to_string(id));
+  }
+  out.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  return std::nullopt;
+}
+
+// {"<token id>": bias, ...} as OpenAI (keys are decimal ids), or
+// [[id, bias], ...] as llama-server (bias false bans the token).
+MaybeError read_logit_bias(const json& obj, const RequestLimits& limits, std::vector<std::pair<int32_t, float>>& out) {
+  const json* v = field(obj, "logit_bias");
+  if (!v) return std::nullopt;
+  const int64_t hi = limits.vocab_size > 0 ? limits.vocab_size - 1 : std::numeric_limits<int32_t>::max();
+  if (v->is_array()) {
+    for (const json& pair : *v) {
+      if (!pair.is_array() || pair.size() != 2) return wrong_type("logit_bias", "a list of [token id, bias] pairs", pair);
+      if (!pair[0].is_number_integer()) {
+        return bad_request("logit_bias", "logit_bias pairs must start with a token id (token texts are not supported)");
+      }
+      const bool too_big = pair[0].is_number_unsigned() && pair[0].get<uint64_t>() > uint64_t(INT64_MAX);
+      AKV_API_TRY(add_bias(too_big ? -1 : pair[0].get<int64_t>(), hi, pair[1], out));
+    }
+    return std::nullopt;
+  }
+  if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+  for (const auto& [key, bias] : v->items()) {
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) return bad_request("logit_bias", "logit_bias key '" + key + "' is not a token id");
+    AKV_API_TRY(add_bias(std::stoll(key), hi, bias, out));
+  }
+  return std::nullopt;
+}
+
+MaybeError read_stop_token_ids(const json& obj, const RequestLimits& limits, std::vector<int32_t>& out) {
+  const json* v = field(obj, "stop_token_ids");
+  if (!v) return std::nullopt;
+  if (!v->is_array()) return wrong_type("stop_token_ids", "an array of token ids", *v);
+  if (v->size() > static_cast<std::size_t>(kMaxStopTokenIds)) {
+    return bad_request("stop_token_ids", "at most " + std::to_string(kMaxStopTokenIds) + " stop_token_ids are allowed");
+  }
+  const int64_t hi = limits.vocab_size > 0 ? limits.vocab_size - 1 : std::numeric_limits<int32_t>::max();
+  for (const json& t : *v) {
+    int64_t id = 0;
+    AKV_API_TRY(read_int(t, "stop_token_ids", 0, hi, id));
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
 // The fields both endpoints share. `chat` also reads max_completion_tokens,
 // which OpenAI prefers over the deprecated max_tokens there.
 MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat, SamplingFields& s) {
@@ -194,6 +254,10 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   if (model) s.model = *model;
 
   AKV_API_TRY(read_max_tokens(obj, "max_tokens", limits, s.max_tokens));
+  // llama-server's name; -1 is "until the context ends", as absent.
+  if (const json* v = field(obj, "n_predict"); v && !s.max_tokens && !(v->is_number_integer() && *v == -1)) {
+    AKV_API_TRY(read_max_tokens(obj, "n_predict", limits, s.max_tokens));
+  }
   if (chat) {
     std::optional<int> mct;
     AKV_API_TRY(read_max_tokens(obj, "max_completion_tokens", limits, mct));
@@ -201,6 +265,31 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   }
   AKV_API_TRY(read_number(obj, "temperature", 0.0, 2.0, false, s.temperature));
   AKV_API_TRY(read_number(obj, "top_p", 0.0, 1.0, true, s.top_p));
+  if (const json* v = field(obj, "top_k")) {
+    int64_t k = 0;
+    AKV_API_TRY(read_int(*v, "top_k", -1, std::numeric_limits<int32_t>::max(), k));
+    s.top_k = k < 0 ? 0 : static_cast<int>(k);
+  }
+  AKV_API_TRY(read_number(obj, "min_p", 0.0, 1.0, false, s.min_p));
+  // The ranges vLLM's SamplingParams accepts.
+  // llama-server calls it repeat_penalty (over its last repeat_last_n
+  // tokens; we apply it over the whole prompt + output, as vLLM).
+  for (const char* key : {"repetition_penalty", "repeat_penalty"}) {
+    const json* v = field(obj, key);
+    if (!v) continue;
+    if (!v->is_number()) return wrong_type(key, "a number", *v);
+    const double r = v->get<double>();
+    if (!(r > 0.0) || r > std::numeric_limits<float>::max()) {
+      return bad_request(key, std::string(key) + " must be > 0, got " + v->dump());
+    }
+    s.repetition_penalty = static_cast<float>(r);
+    break;
+  }
+  AKV_API_TRY(read_number(obj, "frequency_penalty", -2.0, 2.0, false, s.frequency_penalty));
+  AKV_API_TRY(read_number(obj, "presence_penalty", -2.0, 2.0, false, s.presence_penalty));
+  AKV_API_TRY(read_logit_bias(obj, limits, s.logit_bias));
+  AKV_API_TRY(read_stop_token_ids(obj, limits, s.stop_token_ids));
+  AKV_API_TRY(read_bool(obj, "ignore_eos", s.ignore_eos));
   if (const json* v = field(obj, "seed")) {
     int64_t seed = 0;
     AKV_API_TRY(read_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed));
@@ -209,8 +298,8 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   AKV_API_TRY(read_stop(obj, s.stop));
   if (const json* v = field(obj, "n")) {
     int64_t n = 0;
-    AKV_API_TRY(read_int(*v, "n", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), n));
-    if (n != 1) return bad_request("n", "only n=1 is supported, got n=" + std::to_string(n));
+    AKV_API_TRY(read_int(*v, "n", 1, kMaxN, n));
+    s.n = static_cast<int>(n);
   }
   AKV_API_TRY(read_bool(obj, "stream", s.stream));
   if (const json* v = field(obj, "stream_options")) {
@@ -245,29 +334,40 @@ MaybeError read_token_ids(const json& arr, const RequestLimits& limits, std::vec
   return std::nullopt;
 }
 
-// prompt: "text", [ids], ["text"] or [[ids]]; batches of several prompts are
-// not supported (n=1 and one prompt per request).
+// prompt: "text", [ids], ["text", ...] or [[ids], ...]. A list is all texts
+// or all id lists, as OpenAI's schema.
 MaybeError read_prompt(const json& obj, const RequestLimits& limits, CompletionRequest& r) {
   const json* v = field(obj, "prompt");
   if (!v) return bad_request("prompt", "prompt is required");
   if (v->is_string()) {
-    r.prompt_text = v->get<std::string>();
+    r.prompts.push_back({false, v->get<std::string>(), {}});
     return std::nullopt;
   }
   if (!v->is_array()) return wrong_type("prompt", "a string or an array of integer token ids", *v);
   if (v->empty()) return bad_request("prompt", "prompt must not be empty");
   const json& first = v->front();
-  if (first.is_string() || first.is_array()) {
-    if (v->size() != 1) return bad_request("prompt", "batched prompts are not supported; send one prompt per request");
-    if (first.is_string()) {
-      r.prompt_text = first.get<std::string>();
-      return std::nullopt;
-    }
-    r.prompt_is_tokens = true;
-    return read_token_ids(first, limits, r.prompt_tokens);
+  if (!first.is_string() && !first.is_array()) {
+    PromptInput p{true, {}, {}};
+    AKV_API_TRY(read_token_ids(*v, limits, p.tokens));
+    r.prompts.push_back(std::move(p));
+    return std::nullopt;
   }
-  r.prompt_is_tokens = true;
-  return read_token_ids(*v, limits, r.prompt_tokens);
+  if (v->size() > static_cast<std::size_t>(kMaxChoices)) {
+    return bad_request("prompt", "at most " + std::to_string(kMaxChoices) + " prompts are allowed, got " +
+                                     std::to_string(v->size()));
+  }
+  for (const json& item : *v) {
+    if (first.is_string()) {
+      if (!item.is_string()) return wrong_type("prompt", "a list of strings or a list of token id lists", item);
+      r.prompts.push_back({false, item.get<std::string>(), {}});
+    } else {
+      if (!item.is_array()) return wrong_type("prompt", "a list of strings or a list of token id lists", item);
+      PromptInput p{true, {}, {}};
+      AKV_API_TRY(read_token_ids(item, limits, p.tokens));
+      r.prompts.push_back(std::move(p));
+    }
+  }
+  return std::nullopt;
 }
 
 bool known_role(const std::string& role) {
@@ -344,6 +444,10 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body, con
   CompletionRequest r;
   AKV_API_TRY(read_prompt(obj, limits, r));
   AKV_API_TRY(read_sampling(obj, limits, /*chat=*/false, r.sampling));
+  if (r.prompts.size() * static_cast<std::size_t>(r.sampling.n) > static_cast<std::size_t>(kMaxChoices)) {
+    return bad_request("n", "prompts x n is " + std::to_string(r.prompts.size() * r.sampling.n) +
+                                "; at most " + std::to_string(kMaxChoices) + " choices per request");
+  }
   if (const json* v = field(obj, "logprobs")) {
     int64_t lp = 0;
     AKV_API_TRY(read_int(*v, "logprobs", 0, kMaxTopLogprobs, lp));

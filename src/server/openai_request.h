@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "server/api_error.h"
@@ -27,7 +28,10 @@ namespace agentkv::server {
 inline constexpr std::size_t kMaxBodyBytes = 4u << 20;  // 4 MiB
 inline constexpr int kMaxJsonDepth = 64;                // nesting of [ and {
 inline constexpr int kMaxStopStrings = 4;                // as OpenAI
-inline constexpr int kMaxTopLogprobs = 5;                // OpenAI allows 20; we cap at 5
+inline constexpr int kMaxTopLogprobs = 20;               // chat top_logprobs and completions logprobs (vLLM's default)
+inline constexpr int kMaxN = 16;                         // choices per prompt (ours; OpenAI allows 128)
+inline constexpr int kMaxChoices = 64;                   // prompts x n in one completions request (ours)
+inline constexpr int kMaxStopTokenIds = 64;
 
 struct RequestLimits {
   std::size_t max_body_bytes = kMaxBodyBytes;
@@ -43,21 +47,36 @@ struct SamplingFields {
   std::optional<int> max_tokens;          // absent: the caller picks (context left)
   float temperature = 1.0f;               // [0, 2]
   float top_p = 1.0f;                     // (0, 1]
+  int top_k = 0;                          // >= -1; 0 and -1 (vLLM) are off
+  float min_p = 0.0f;                     // [0, 1]
+  float repetition_penalty = 1.0f;        // > 0 (vLLM / HF); 1 is off
+  float frequency_penalty = 0.0f;         // [-2, 2] (OpenAI)
+  float presence_penalty = 0.0f;          // [-2, 2] (OpenAI)
+  std::vector<std::pair<int32_t, float>> logit_bias;  // {"id": bias}, bias in [-100, 100], id < vocab_size
   std::optional<int64_t> seed;
+  int n = 1;                              // [1, kMaxN]
   std::vector<std::string> stop;          // <= 4 non-empty strings
+  std::vector<int32_t> stop_token_ids;    // vLLM: ids that end generation (not emitted)
+  bool ignore_eos = false;                // vLLM: keep generating past end-of-generation tokens
   bool stream = false;
   bool include_usage = false;             // stream_options.include_usage
   std::optional<std::string> cache_salt;  // non-empty when present
   std::optional<std::string> kv_sharing;  // scheme name, validated by the caller
 };
 
+// One prompt of a completions request: text, or token ids.
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
 struct CompletionRequest {
   SamplingFields sampling;
-  // Exactly one of the two is the prompt: text when !prompt_is_tokens.
-  bool prompt_is_tokens = false;
-  std::string prompt_text;
-  std::vector<int32_t> prompt_tokens;
-  std::optional<int> logprobs;            // 0..5 top alternatives per token; absent: none
+  // "text", [ids], ["text", ...] or [[ids], ...]: one or more prompts. With
+  // several, choice i * n + j answers prompt i (as OpenAI and vLLM).
+  std::vector<PromptInput> prompts;       // 1 .. kMaxChoices / n
+  std::optional<int> logprobs;            // 0..20 top alternatives per token; absent: none
   bool echo = false;
 };
 
@@ -72,7 +91,7 @@ struct ChatRequest {
   SamplingFields sampling;
   std::vector<ChatMessage> messages;  // non-empty
   bool logprobs = false;
-  int top_logprobs = 0;               // 0..5, only with logprobs
+  int top_logprobs = 0;               // 0..20, only with logprobs
 };
 
 // The body as a JSON object, with the checks every endpoint shares: size

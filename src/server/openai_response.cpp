@@ -30,10 +30,13 @@ std::string format_response_id(const std::string& prefix, uint64_t n) {
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  json out = {{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (u.prefilled_tokens >= 0) out["prompt_tokens_details"]["prefilled_tokens"] = u.prefilled_tokens;
+  if (!u.kv_sharing.empty()) out["kv_sharing"] = u.kv_sharing;
+  return out;
 }
 
 json completion_logprobs_json(const std::vector<TokenLogprob>& lps, std::size_t text_offset) {
@@ -41,6 +44,13 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& lps, std::size_t 
   std::size_t offset = text_offset;
   for (const TokenLogprob& t : lps) {
     tokens.push_back(t.token);
+    offsets.push_back(offset);
+    offset += t.token.size();
+    if (!t.scored) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
     token_logprobs.push_back(t.logprob);
     // A dict keyed by token text, as OpenAI's legacy API: equal texts merge.
     json alternatives = json::object();
@@ -48,8 +58,6 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& lps, std::size_t 
       if (!alternatives.contains(a.token)) alternatives[a.token] = a.logprob;
     }
     top.push_back(std::move(alternatives));
-    offsets.push_back(offset);
-    offset += t.token.size();
   }
   return {{"tokens", std::move(tokens)},
           {"token_logprobs", std::move(token_logprobs)},
@@ -70,24 +78,38 @@ json chat_logprobs_json(const std::vector<TokenLogprob>& lps) {
   return {{"content", std::move(content)}};
 }
 
-json completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage) {
+json completion_response(const ResponseMeta& meta, const std::vector<Choice>& choices, const Usage& usage) {
   json out = header(meta, "text_completion");
-  json c = {{"index", choice.index}, {"text", choice.text}, {"finish_reason", nullable(choice.finish_reason)}};
-  c["logprobs"] = choice.logprobs ? completion_logprobs_json(*choice.logprobs, choice.text_offset) : json(nullptr);
-  out["choices"] = json::array({std::move(c)});
+  out["choices"] = json::array();
+  for (const Choice& choice : choices) {
+    json c = {{"index", choice.index}, {"text", choice.text}, {"finish_reason", nullable(choice.finish_reason)}};
+    c["logprobs"] = choice.logprobs ? completion_logprobs_json(*choice.logprobs, choice.text_offset) : json(nullptr);
+    out["choices"].push_back(std::move(c));
+  }
   out["usage"] = usage_json(usage);
   return out;
 }
 
-json chat_completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage) {
+json chat_completion_response(const ResponseMeta& meta, const std::vector<Choice>& choices, const Usage& usage) {
   json out = header(meta, "chat.completion");
-  json c = {{"index", choice.index},
-            {"message", {{"role", "assistant"}, {"content", choice.text}}},
-            {"finish_reason", nullable(choice.finish_reason)}};
-  c["logprobs"] = choice.logprobs ? chat_logprobs_json(*choice.logprobs) : json(nullptr);
-  out["choices"] = json::array({std::move(c)});
+  out["choices"] = json::array();
+  for (const Choice& choice : choices) {
+    json c = {{"index", choice.index},
+              {"message", {{"role", "assistant"}, {"content", choice.text}}},
+              {"finish_reason", nullable(choice.finish_reason)}};
+    c["logprobs"] = choice.logprobs ? chat_logprobs_json(*choice.logprobs) : json(nullptr);
+    out["choices"].push_back(std::move(c));
+  }
   out["usage"] = usage_json(usage);
   return out;
+}
+
+json completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage) {
+  return completion_response(meta, std::vector<Choice>{choice}, usage);
+}
+
+json chat_completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage) {
+  return chat_completion_response(meta, std::vector<Choice>{choice}, usage);
 }
 
 json completion_chunk(const ResponseMeta& meta, const Choice& choice) {
@@ -98,9 +120,9 @@ json completion_chunk(const ResponseMeta& meta, const Choice& choice) {
   return out;
 }
 
-json chat_chunk_role(const ResponseMeta& meta) {
+json chat_chunk_role(const ResponseMeta& meta, int index) {
   json out = header(meta, "chat.completion.chunk");
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", index},
                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}});
@@ -108,18 +130,18 @@ json chat_chunk_role(const ResponseMeta& meta) {
 }
 
 json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
-                      const std::optional<std::vector<TokenLogprob>>& logprobs) {
+                      const std::optional<std::vector<TokenLogprob>>& logprobs, int index) {
   json out = header(meta, "chat.completion.chunk");
-  json c = {{"index", 0}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}};
+  json c = {{"index", index}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}};
   c["logprobs"] = logprobs ? chat_logprobs_json(*logprobs) : json(nullptr);
   out["choices"] = json::array({std::move(c)});
   return out;
 }
 
-json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason) {
+json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason, int index) {
   json out = header(meta, "chat.completion.chunk");
   out["choices"] = json::array(
-      {{{"index", 0}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", nullable(finish_reason)}}});
+      {{{"index", index}, {"delta", json::object()}, {"logprobs", nullptr}, {"finish_reason", nullable(finish_reason)}}});
   return out;
 }
 

@@ -27,12 +27,17 @@ struct TokenLogprob {
   std::string token;  // the sampled token's text (raw bytes)
   float logprob = 0.0f;
   std::vector<TopLogprob> top;  // best alternatives, most likely first
+  bool scored = true;           // false: logprob and top are null (an echoed prompt's first token)
 };
 
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // agentkv extensions (omitted when unset):
+  std::string kv_sharing = {};  // "usage.kv_sharing": the scheme applied to the request
+  int prefilled_tokens = -1;  // "prompt_tokens_details.prefilled_tokens": prompt tokens the model
+                              // computed over all choices (n > 1 shares one prefill)
 };
 
 // What identifies a response; the same for every chunk of one stream.
@@ -64,7 +69,10 @@ nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& lps, st
 // chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
 nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& lps);
 
-// Non-streamed responses.
+// Non-streamed responses, with one or several choices (in the order given).
+nlohmann::json completion_response(const ResponseMeta& meta, const std::vector<Choice>& choices, const Usage& usage);
+nlohmann::json chat_completion_response(const ResponseMeta& meta, const std::vector<Choice>& choices,
+                                        const Usage& usage);
 nlohmann::json completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage);
 nlohmann::json chat_completion_response(const ResponseMeta& meta, const Choice& choice, const Usage& usage);
 
@@ -72,10 +80,11 @@ nlohmann::json chat_completion_response(const ResponseMeta& meta, const Choice& 
 // A chat stream is: chat_chunk_role, chat_chunk_delta..., chat_chunk_finish,
 // [usage_chunk when stream_options.include_usage], then sse_done().
 nlohmann::json completion_chunk(const ResponseMeta& meta, const Choice& choice);
-nlohmann::json chat_chunk_role(const ResponseMeta& meta);
+// `index` is the choice's (n > 1 interleaves the choices' chunks).
+nlohmann::json chat_chunk_role(const ResponseMeta& meta, int index = 0);
 nlohmann::json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
-                                const std::optional<std::vector<TokenLogprob>>& logprobs);
-nlohmann::json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason);
+                                const std::optional<std::vector<TokenLogprob>>& logprobs, int index = 0);
+nlohmann::json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason, int index = 0);
 // The final usage chunk: "choices": [] and "usage" set. `chat` picks the object name.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage, bool chat);
 

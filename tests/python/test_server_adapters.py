@@ -146,6 +146,52 @@ def test_kv_sharing_schemes_are_accepted(client, scheme):
     assert c.model == "a"
 
 
+def applied(usage):
+    return usage.model_dump()["kv_sharing"]
+
+
+@pytest.mark.parametrize("scheme,on_inv", [("none", "none"), ("alora", "alora"), ("icarus", "none")])
+def test_usage_reports_the_scheme_applied(server, client, adapter_dirs, scheme, on_inv):
+    """A scheme that does not apply to the adapter's kind runs as `none`, and
+    usage.kv_sharing says so instead of echoing the request."""
+    r = client.completions.create(model="inv", prompt=f"Question: 3+4?{INVOCATION}", max_tokens=2, temperature=0,
+                                  extra_body={"kv_sharing": scheme})
+    assert applied(r.usage) == on_inv
+    c = client.chat.completions.create(model="a", max_tokens=2, temperature=0, extra_body={"kv_sharing": scheme},
+                                       messages=[{"role": "user", "content": "Hi"}])
+    assert applied(c.usage) == "none"  # a plain LoRA shares under no scheme
+    name = f"a-icarus-{scheme}"
+    status, data = load(server, name, adapter_dirs["a"], kind="icarus")
+    assert status == 200, data
+    try:
+        r = client.completions.create(model=name, prompt="Hello", max_tokens=2, temperature=0,
+                                      extra_body={"kv_sharing": scheme})
+        assert applied(r.usage) == ("icarus" if scheme == "icarus" else "none")
+        # Streamed usage carries it too.
+        chunks = list(client.completions.create(model=name, prompt="Hello", max_tokens=2, temperature=0, stream=True,
+                                                stream_options={"include_usage": True},
+                                                extra_body={"kv_sharing": scheme}))
+        assert applied(chunks[-1].usage) == ("icarus" if scheme == "icarus" else "none")
+    finally:
+        assert unload(server, name)[0] == 200
+
+
+def test_echo_logprobs_need_the_adapters_own_prompt_rows(server, adapter_dirs):
+    """Under icarus an ICaRus adapter's prompt rows are the base encoder's, so
+    they cannot score the prompt as the adapter: a 400, not wrong numbers."""
+    status, data = load(server, "a-icarus-echo", adapter_dirs["a"], kind="icarus")
+    assert status == 200, data
+    try:
+        body = {"model": "a-icarus-echo", "prompt": "Hello there", "max_tokens": 1, "echo": True, "logprobs": 1}
+        status, data = server.post_json("/v1/completions", {**body, "kv_sharing": "icarus"}, api_key=KEY)
+        assert_openai_error(status, data, 400)
+        status, data = server.post_json("/v1/completions", {**body, "kv_sharing": "none"}, api_key=KEY)
+        assert status == 200, data
+        assert json.loads(data)["choices"][0]["logprobs"]["token_logprobs"][0] is None
+    finally:
+        assert unload(server, "a-icarus-echo")[0] == 200
+
+
 @pytest.mark.parametrize("value", ["full", "", 3, ["alora"]])
 def test_bad_kv_sharing_is_400(server, value):
     status, data = server.post_json("/v1/completions", {"model": "a", "prompt": "x", "kv_sharing": value},

@@ -48,8 +48,27 @@ struct RefCase {
   SamplingParams params;
   std::vector<float> logits;
   std::vector<double> probs;  // reference distribution, llama.cpp order
-  std::vector<double> alt;    // same filters with temperature applied first (wrong order)
+  std::vector<double> alt;    // a wrong variant: temperature first, or wrong penalty semantics
+  std::vector<int32_t> prompt, output;  // penalty context
+
+  // A sampler for this case, with its penalty context recorded.
+  Sampler make(uint64_t seed = 0) const {
+    SamplingParams p = params;
+    p.seed = seed;
+    Sampler s(p);
+    s.set_prompt(prompt);
+    for (int32_t t : output) s.accept(t);
+    return s;
+  }
 };
+
+std::vector<int32_t> read_ids(std::istringstream& in) {
+  size_t n = 0;
+  in >> n;
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) in >> id;
+  return ids;
+}
 
 std::vector<double> read_sparse(std::istringstream& in, size_t vocab) {
   std::vector<double> p(vocab, 0.0);
@@ -77,12 +96,33 @@ std::vector<RefCase> load_ref_cases() {
     in >> tag;
     if (tag == "case") {
       RefCase c;
-      std::string k, t, p, m;
-      in >> c.name >> k >> vocab >> k >> t >> k >> c.params.top_k >> k >> p >> k >> m;
-      c.params.temperature = std::strtof(t.c_str(), nullptr);
-      c.params.top_p = std::strtof(p.c_str(), nullptr);
-      c.params.min_p = std::strtof(m.c_str(), nullptr);
+      std::string k, v;
+      in >> c.name >> k >> vocab;
+      while (in >> k >> v) {
+        const float f = std::strtof(v.c_str(), nullptr);
+        if (k == "temperature") c.params.temperature = f;
+        else if (k == "top_k") c.params.top_k = std::atoi(v.c_str());
+        else if (k == "top_p") c.params.top_p = f;
+        else if (k == "min_p") c.params.min_p = f;
+        else if (k == "rep") c.params.repetition_penalty = f;
+        else if (k == "freq") c.params.frequency_penalty = f;
+        else if (k == "pres") c.params.presence_penalty = f;
+        else ADD_FAILURE() << "unknown fixture key " << k;
+      }
       cases.push_back(c);
+    } else if (tag == "bias") {
+      size_t n = 0;
+      in >> n;
+      for (size_t i = 0; i < n; ++i) {
+        int32_t id;
+        std::string b;
+        in >> id >> b;
+        cases.back().params.logit_bias.emplace_back(id, std::strtof(b.c_str(), nullptr));
+      }
+    } else if (tag == "prompt") {
+      cases.back().prompt = read_ids(in);
+    } else if (tag == "output") {
+      cases.back().output = read_ids(in);
     } else if (tag == "logits") {
       std::string v;
       // strtof: the fixture writes each float32 with 9 significant digits, which names it exactly.
@@ -108,29 +148,38 @@ const RefCase& find_case(const std::vector<RefCase>& cases, const std::string& n
 
 TEST(SamplingParams, ValidateNamesTheBadField) {
   EXPECT_TRUE(SamplingParams{}.validate().is_ok());
-  struct Bad {
-    SamplingParams p;
-    std::string needle;
-  };
-  std::vector<Bad> bad;
-  bad.push_back({{.temperature = -0.5f}, "temperature must be >= 0"});
-  bad.push_back({{.temperature = std::nanf("")}, "temperature must be >= 0"});
-  bad.push_back({{.temperature = kInf}, "temperature must be >= 0"});
-  bad.push_back({{.top_k = -1}, "top_k must be >= 0"});
-  bad.push_back({{.top_p = 0.0f}, "top_p must be in (0, 1]"});
-  bad.push_back({{.top_p = 1.5f}, "top_p must be in (0, 1]"});
-  bad.push_back({{.min_p = -0.1f}, "min_p must be in [0, 1]"});
-  bad.push_back({{.min_p = 1.1f}, "min_p must be in [0, 1]"});
-  bad.push_back({{.n_logprobs = 21}, "n_logprobs must be in [0, 20]"});
-  bad.push_back({{.n_logprobs = -1}, "n_logprobs must be in [0, 20]"});
-  for (const auto& b : bad) {
-    Status st = b.p.validate();
-    ASSERT_FALSE(st.is_ok()) << b.needle;
+  auto expect_bad = [](const SamplingParams& p, const std::string& needle) {
+    Status st = p.validate();
+    ASSERT_FALSE(st.is_ok()) << needle;
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(st.message().find(b.needle), std::string::npos) << st.message();
-  }
-  SamplingParams edge{.temperature = 2.0f, .top_k = 5, .top_p = 1.0f, .min_p = 1.0f, .n_logprobs = 20};
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+  };
+  expect_bad(SamplingParams{.temperature = -0.5f}, "temperature must be >= 0");
+  expect_bad(SamplingParams{.temperature = std::nanf("")}, "temperature must be >= 0");
+  expect_bad(SamplingParams{.temperature = kInf}, "temperature must be >= 0");
+  expect_bad(SamplingParams{.top_k = -1}, "top_k must be >= 0");
+  expect_bad(SamplingParams{.top_p = 0.0f}, "top_p must be in (0, 1]");
+  expect_bad(SamplingParams{.top_p = 1.5f}, "top_p must be in (0, 1]");
+  expect_bad(SamplingParams{.min_p = -0.1f}, "min_p must be in [0, 1]");
+  expect_bad(SamplingParams{.min_p = 1.1f}, "min_p must be in [0, 1]");
+  expect_bad(SamplingParams{.n_logprobs = 21}, "n_logprobs must be in [0, 20]");
+  expect_bad(SamplingParams{.n_logprobs = -1}, "n_logprobs must be in [0, 20]");
+  expect_bad(SamplingParams{.repetition_penalty = 0.0f}, "repetition_penalty must be > 0");
+  expect_bad(SamplingParams{.repetition_penalty = -1.0f}, "repetition_penalty must be > 0");
+  expect_bad(SamplingParams{.repetition_penalty = kInf}, "repetition_penalty must be > 0");
+  expect_bad(SamplingParams{.frequency_penalty = 2.01f}, "frequency_penalty must be in [-2, 2]");
+  expect_bad(SamplingParams{.frequency_penalty = std::nanf("")}, "frequency_penalty must be in [-2, 2]");
+  expect_bad(SamplingParams{.presence_penalty = -2.5f}, "presence_penalty must be in [-2, 2]");
+  expect_bad(SamplingParams{.logit_bias = {{5, 100.5f}}}, "logit_bias values must be in [-100, 100]");
+  expect_bad(SamplingParams{.logit_bias = {{-1, 1.0f}}}, "logit_bias token id -1");
+  SamplingParams edge{.temperature = 2.0f, .top_k = 5, .top_p = 1.0f, .min_p = 1.0f, .n_logprobs = 20,
+                      .repetition_penalty = 1e-3f, .frequency_penalty = -2.0f, .presence_penalty = 2.0f,
+                      .logit_bias = {{0, -100.0f}, {9, 100.0f}}};
   EXPECT_TRUE(edge.validate().is_ok());
+  EXPECT_TRUE(edge.validate(10).is_ok());
+  Status outside = edge.validate(9);  // token 9 is past a 9-token vocabulary
+  ASSERT_FALSE(outside.is_ok());
+  EXPECT_NE(outside.message().find("logit_bias token id 9 is outside the vocabulary"), std::string::npos);
 }
 
 TEST(Sampler, GreedyIsArgmaxWithLowestIdOnTies) {
@@ -170,10 +219,10 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
 
 TEST(Sampler, DistributionMatchesNumpyReference) {
   const auto cases = load_ref_cases();
-  ASSERT_EQ(cases.size(), 17u);
+  ASSERT_EQ(cases.size(), 25u);
   for (const auto& c : cases) {
     ASSERT_TRUE(c.params.validate().is_ok()) << c.name;
-    Sampler s(c.params);
+    const Sampler s = c.make();
     const auto d = s.distribution(c.logits);
     ASSERT_EQ(d.size(), c.probs.size()) << c.name;
     size_t n_ref = 0, n_got = 0;
@@ -274,11 +323,10 @@ double chi_square(const std::vector<int>& counts, const std::vector<double>& p, 
 // filter-order cases must be told apart from temperature-first.
 TEST(Sampler, SampleFrequenciesMatchReferenceNotWrongOrder) {
   const auto cases = load_ref_cases();
-  for (const char* name : {"all_four", "top_p07_t05", "min_p02_t2", "top_k10_top_p06", "plain_t07"}) {
+  for (const char* name : {"all_four", "top_p07_t05", "min_p02_t2", "top_k10_top_p06", "plain_t07", "rep2",
+                           "freq08", "pres15_neg_freq", "bias_rep2", "all_penalties_filters", "bias"}) {
     const auto& c = find_case(cases, name);
-    SamplingParams p = c.params;
-    p.seed = 42;
-    Sampler s(p);
+    Sampler s = c.make(42);
     constexpr int kDraws = 100000;
     std::vector<int> counts(c.logits.size(), 0);
     for (int i = 0; i < kDraws; ++i) ++counts[s.sample(c.logits).id];
@@ -291,6 +339,61 @@ TEST(Sampler, SampleFrequenciesMatchReferenceNotWrongOrder) {
       int df_alt = 0;
       EXPECT_GT(chi_square(counts, c.alt, kDraws, &df_alt), 10 * limit) << name << ": test has no power";
     }
+  }
+}
+
+// The penalty context is what set_prompt() and accept() recorded: greedy with
+// a presence penalty larger than the logit spread never repeats a token, and
+// the repetition penalty covers the prompt.
+TEST(Sampler, PenaltiesFollowTheAcceptedTokens) {
+  std::vector<float> flat = {1.0f, 1.1f, 1.2f, 1.3f, 1.4f, 1.5f};
+  Sampler s({.temperature = 0.0f, .presence_penalty = 2.0f});
+  std::vector<int32_t> got;
+  for (int i = 0; i < 6; ++i) {
+    got.push_back(s.sample(flat).id);
+    s.accept(got.back());
+  }
+  EXPECT_EQ(got, (std::vector<int32_t>{5, 4, 3, 2, 1, 0}));
+  // Every token generated once: all shifted by 2, argmax back to the top.
+  EXPECT_EQ(s.sample(flat).id, 5);
+
+  // Repetition 2 on the prompt's tokens {5, 4}: 1.5/2 and 1.4/2 fall below 1.3.
+  Sampler rep({.temperature = 0.0f, .repetition_penalty = 2.0f});
+  const std::vector<int32_t> prompt = {5, 4, 5};
+  rep.set_prompt(prompt);
+  EXPECT_EQ(rep.sample(flat).id, 3);
+  // Negative logits are multiplied: -0.5 * 2 = -1 is still below -0.9.
+  std::vector<float> neg = {-0.5f, -0.9f};
+  Sampler rep_neg({.temperature = 0.0f, .repetition_penalty = 2.0f});
+  const std::vector<int32_t> zero = {0};
+  rep_neg.set_prompt(zero);
+  EXPECT_EQ(rep_neg.sample(neg).id, 1);
+
+  // logit_bias -100 bans a token in practice; +100 forces one.
+  Sampler ban({.temperature = 1.0f, .seed = 1, .logit_bias = {{5, -100.0f}, {4, -100.0f}}});
+  for (int i = 0; i < 1000; ++i) ASSERT_LT(ban.sample(flat).id, 4);
+  Sampler force({.temperature = 1.0f, .seed = 1, .logit_bias = {{2, 100.0f}}});
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(force.sample(flat).id, 2);
+}
+
+// Bias and penalties change what is drawn; the reported logprobs stay the
+// model's own (vLLM's default raw_logprobs).
+TEST(Sampler, LogprobsIgnoreBiasAndPenalties) {
+  auto l = random_logits(77, 500, 2.0f);
+  const auto ref = log_softmax(l);
+  Sampler s({.temperature = 0.9f, .seed = 5, .n_logprobs = 3, .repetition_penalty = 1.3f,
+             .frequency_penalty = 0.7f, .presence_penalty = 0.5f, .logit_bias = {{17, 8.0f}, {3, -5.0f}}});
+  const std::vector<int32_t> prompt = {1, 2, 3, 17, 40};
+  s.set_prompt(prompt);
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  for (int step = 0; step < 30; ++step) {
+    const auto r = s.sample(l);
+    s.accept(r.id);
+    EXPECT_NEAR(r.logprob, ref[r.id], 1e-5);
+    ASSERT_EQ(r.top.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(r.top[i].id, order[i]);
   }
 }
 
@@ -393,9 +496,15 @@ TEST(Sampler, FullVocabularyCost) {
       {"top_p=0.95 t=0.8", {.temperature = 0.8f, .top_p = 0.95f}},
       {"min_p=0.05 t=0.8", {.temperature = 0.8f, .min_p = 0.05f}},
       {"top_p=0.9 n_logprobs=5", {.temperature = 1.0f, .top_p = 0.9f, .n_logprobs = 5}},
+      {"penalties+bias t=0.8 (1k ctx)",
+       {.temperature = 0.8f, .repetition_penalty = 1.1f, .frequency_penalty = 0.5f, .presence_penalty = 0.5f,
+        .logit_bias = {{1, 5.0f}, {2, -100.0f}}}},
   };
+  std::vector<int32_t> history(1000);
+  for (size_t i = 0; i < history.size(); ++i) history[i] = static_cast<int32_t>(i * 7919 % 49152);
   for (const auto& c : configs) {
     Sampler s(c.p);
+    s.set_prompt(history);  // a 1,000-token context for the penalties; a no-op without them
     int32_t sink = 0;
     double best_us = 1e30;  // best of 5 rounds: the machine is shared, the minimum is the cost
     for (int round = 0; round < 5; ++round) {

@@ -73,6 +73,42 @@ TEST(OpenAIResponse, CompletionLogprobsShape) {
   EXPECT_EQ(lp["text_offset"], json::array({10, 13}));
 }
 
+// echo + logprobs: the prompt's first token has no score, written as null as OpenAI does.
+TEST(OpenAIResponse, UnscoredEchoTokenIsNull) {
+  Choice c;
+  c.text = "Hello";
+  c.logprobs = sample_logprobs();
+  c.logprobs->insert(c.logprobs->begin(), TokenLogprob{"Say", 0.0f, {}, /*scored=*/false});
+  const json lp = json::parse(dump_json(completion_response(meta(), c, {})))["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"Say", "Hel", "lo"}));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -0.25f);
+  EXPECT_EQ(lp["text_offset"], json::array({0, 3, 6}));
+}
+
+TEST(OpenAIResponse, SeveralChoicesAndUsageExtensions) {
+  Choice a, b;
+  a.text = "x";
+  b.index = 1;
+  b.text = "y";
+  Usage u{10, 4, 8};
+  u.prefilled_tokens = 14;
+  u.kv_sharing = "icarus";
+  const json j = completion_response(meta(), std::vector<Choice>{a, b}, u);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][1]["text"], "y");
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["prefilled_tokens"], 14);
+  EXPECT_EQ(j["usage"]["kv_sharing"], "icarus");
+  // Unset extensions are omitted.
+  const json plain = usage_json(Usage{1, 1, 0});
+  EXPECT_FALSE(plain.contains("kv_sharing"));
+  EXPECT_FALSE(plain["prompt_tokens_details"].contains("prefilled_tokens"));
+  const json chunk = chat_chunk_delta(meta(), "t", std::nullopt, 3);
+  EXPECT_EQ(chunk["choices"][0]["index"], 3);
+}
+
 TEST(OpenAIResponse, ChatLogprobsShapeWithBytes) {
   // "\xc3" is the first half of "é": not valid UTF-8 on its own.
   std::vector<TokenLogprob> lps = {{"\xc3", -0.1f, {{"\xc3", -0.1f}, {"a", -3.0f}}}, {"\xa9", -0.2f, {}}};

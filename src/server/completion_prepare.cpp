@@ -1,0 +1,100 @@
+#include "server/completion_prepare.h"
+
+#include <random>
+#include <utility>
+
+#include "server/models_handler.h"
+#include "server/openai_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace agentkv::server {
+
+ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::string& body, bool chat) {
+  const Tokenizer& tok = env.engine->tokenizer();
+  Prepared p;
+  ServeRequest base;
+  SamplingFields sf;
+  std::vector<std::vector<int32_t>> prompts;
+  if (chat) {
+    ApiResult<ChatRequest> parsed = parse_chat_request(body, env.limits);
+    if (!parsed.ok()) return parsed.error();
+    ChatRequest& c = parsed.value();
+    if (!env.chat_kind) return bad_request("messages", env.chat_kind_error);
+    std::vector<agentkv::ChatMessage> msgs;
+    msgs.reserve(c.messages.size());
+    for (const ChatMessage& m : c.messages) {
+      // OpenAI's "developer" role is the newer name of "system".
+      msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
+    }
+    const std::string text = chat_template_apply(*env.chat_kind, msgs, /*add_generation_prompt=*/true);
+    prompts.push_back(tok.encode(text, /*add_special=*/true, /*parse_special=*/true));
+    p.echo_texts.emplace_back();
+    p.want_logprobs = c.logprobs;
+    base.sampling.n_logprobs = c.logprobs ? c.top_logprobs : 0;
+    sf = std::move(c.sampling);
+  } else {
+    ApiResult<CompletionRequest> parsed = parse_completion_request(body, env.limits);
+    if (!parsed.ok()) return parsed.error();
+    CompletionRequest& c = parsed.value();
+    for (PromptInput& in : c.prompts) {
+      if (in.is_tokens) {
+        p.echo_texts.push_back(c.echo ? tok.decode(in.tokens) : std::string());
+        prompts.push_back(std::move(in.tokens));
+      } else {
+        // As vLLM (HF tokenizers split added tokens out of any text) and
+        // llama-server: control-token text in a completion prompt is the token.
+        prompts.push_back(tok.encode(in.text, /*add_special=*/true, /*parse_special=*/true));
+        p.echo_texts.push_back(c.echo ? std::move(in.text) : std::string());
+      }
+    }
+    p.want_logprobs = c.logprobs.has_value();
+    base.sampling.n_logprobs = c.logprobs.value_or(0);
+    // As OpenAI: echo with logprobs scores the prompt's tokens too.
+    p.echo_logprobs = c.echo && c.logprobs.has_value();
+    if (p.echo_logprobs) base.prompt_logprobs = *c.logprobs;
+    sf = std::move(c.sampling);
+  }
+  ApiResult<std::string> adapter = resolve_model(*env.engine, env.model_name, sf.model);
+  if (!adapter.ok()) return adapter.error();
+  base.adapter = std::move(adapter).value();
+  p.model = base.adapter.empty() ? env.model_name : base.adapter;
+  if (sf.kv_sharing) {
+    if (!is_kv_sharing_scheme(*sf.kv_sharing)) {
+      return bad_request("kv_sharing",
+                         "unknown kv_sharing '" + *sf.kv_sharing + "'; expected none, alora or icarus");
+    }
+    base.kv_sharing = *sf.kv_sharing;
+  }
+  SamplingParams& sp = base.sampling;
+  sp.temperature = sf.temperature;
+  sp.top_p = sf.top_p;
+  sp.top_k = sf.top_k;
+  sp.min_p = sf.min_p;
+  sp.repetition_penalty = sf.repetition_penalty;
+  sp.frequency_penalty = sf.frequency_penalty;
+  sp.presence_penalty = sf.presence_penalty;
+  sp.logit_bias = std::move(sf.logit_bias);
+  p.n = sf.n;
+  std::random_device rd;
+  for (int j = 0; j < p.n; ++j) {
+    p.seeds.push_back(sf.seed ? static_cast<uint64_t>(*sf.seed) + static_cast<uint64_t>(j)
+                              : (uint64_t{rd()} << 32) ^ rd());
+  }
+  // Absent: as much as the context allows (the engine clips to what is left).
+  base.max_tokens = sf.max_tokens.value_or(env.engine->max_model_len());
+  base.stop = std::move(sf.stop);
+  base.stop_token_ids = std::move(sf.stop_token_ids);
+  base.ignore_eos = sf.ignore_eos;
+  base.tenant = env.tenant;
+  base.cache_salt = sf.cache_salt.value_or("");
+  for (std::vector<int32_t>& ids : prompts) {
+    ServeRequest r = base;
+    r.prompt = std::move(ids);
+    p.prompts.push_back(std::move(r));
+  }
+  p.stream = sf.stream;
+  p.include_usage = sf.include_usage;
+  return p;
+}
+
+}  // namespace agentkv::server
