@@ -37,8 +37,15 @@ void quant_tile(const float* x, int64_t k, const uint8_t* w0, int64_t row_bytes,
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  // The tile reads C rows side by side, which the hardware prefetcher follows
+  // poorly when the matrix streams from memory (the 49152-row output matrix):
+  // fetch the next tile's rows, spread over this tile's blocks.
+  const int64_t span = int64_t(C) * row_bytes;
+  const int64_t per_block = (span + nb * 64 - 1) / (nb * 64) * 64;
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + b * B::kElems;
+    for (int64_t o = b * per_block; o < std::min(span, (b + 1) * per_block); o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + span + o), _MM_HINT_T0);
     for (int s = 0; s < kGroups; ++s) {
       for (int c = 0; c < C; ++c) {
         __m256 wv[4];
@@ -76,7 +83,7 @@ void quant_tile(const float* x, int64_t k, const uint8_t* w0, int64_t row_bytes,
 template <class B, int R>
 void quant_rows(const float* x, const QuantMatrix& w, float* y, int64_t ldy, int64_t j0, int64_t j1,
                 bool accumulate) {
-  constexpr int C = R <= 2 ? 4 : 2;
+  constexpr int C = R == 1 ? 8 : (R == 2 ? 4 : 2);
   int64_t j = j0;
   for (; j + C <= j1; j += C)
     quant_tile<B, R, C>(x, w.k, w.data + j * w.row_bytes, w.row_bytes, y + j, ldy, accumulate);
