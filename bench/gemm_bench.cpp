@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/dot_tile.h"
 #include "backend/cpu/gemm.h"
 #include "util/thread_pool.h"
 
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
           vars.push_back({"gemv pool",
                           [&](const float* xp, const float* wp, float* yp) {
                             pool_split(pool, n, [&](int64_t n0, int64_t n1) {
-                              gemv_nt_rows(xp, wp, yp, m, k, n, n0, n1, false);
+                              dot_rows_f32(xp, k, wp, k, k, yp, n, m, n0, n1, false);
                             });
                           },
                           {},

@@ -23,11 +23,6 @@ void gemm_threads_dnnl(int n);
 // y[j] (+)= dot(x, w[j]) for j in [n0, n1): one row of x against rows of w.
 void gemv_nt(const float* x, const float* w, float* y, int64_t k, int64_t n0, int64_t n1, bool accumulate);
 
-// The same for m rows of x (y row stride ldy): w is streamed from memory once,
-// in column blocks small enough to stay in L2 while every row of x uses them.
-void gemv_nt_rows(const float* x, const float* w, float* y, int64_t m, int64_t k, int64_t ldy, int64_t n0,
-                  int64_t n1, bool accumulate);
-
 #if defined(AGENTKV_GEMM_DNNL)
 inline constexpr const char* kGemmName = "dnnl";
 inline void sgemm_nt(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k, int64_t ldy,

@@ -55,9 +55,4 @@ void gemv_nt(const float* x, const float* w, float* y, int64_t k, int64_t n0, in
   dot_rows_f32(x, k, w, k, k, y, 0, 1, n0, n1, accumulate);
 }
 
-void gemv_nt_rows(const float* x, const float* w, float* y, int64_t m, int64_t k, int64_t ldy, int64_t n0,
-                  int64_t n1, bool accumulate) {
-  dot_rows_f32(x, k, w, k, k, y, ldy, m, n0, n1, accumulate);
-}
-
 }  // namespace agentkv::cpu
