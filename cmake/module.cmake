@@ -21,7 +21,9 @@ function(agentkv_test name dir)
   endif()
   add_executable(${name} ${_srcs})
   target_link_libraries(${name} PRIVATE ${ARGN} GTest::gtest GTest::gtest_main)
-  target_compile_definitions(${name} PRIVATE AGENTKV_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  # The checkout path comes from the environment (tests/source_dir.h), not a
+  # compile definition, so test objects are the same in every clone (ccache).
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   set(_label unit)
   if(dir MATCHES "/e2e$")
     set(_label e2e)

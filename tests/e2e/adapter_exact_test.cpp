@@ -13,6 +13,7 @@
 
 #include "../unit/runtime/adapter_test_util.h"
 #include "model/loader.h"
+#include "source_dir.h"
 
 namespace agentkv {
 namespace {
@@ -24,7 +25,7 @@ using testing::TestSeq;
 
 std::string model_path() {
   if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
-  return std::string(AGENTKV_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return agentkv::test::source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 std::vector<int32_t> tokens(int n, uint32_t seed, int32_t n_vocab) {

@@ -14,12 +14,13 @@
 #include <vector>
 
 #include "agentkv/serving.h"
+#include "source_dir.h"
 
 namespace agentkv::testing {
 
 inline std::string model_path() {
   if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
-  return std::string(AGENTKV_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return agentkv::test::source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
 struct Outcome {

@@ -11,9 +11,10 @@
 
 #include "format/gguf.h"
 
+#include "source_dir.h"
+
 namespace agentkv::test {
 
-inline std::string source_dir() { return AGENTKV_SOURCE_DIR; }
 inline std::string model_path() { return source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"; }
 
 inline bool file_exists(const std::string& path) { return std::ifstream(path).good(); }

@@ -1,5 +1,7 @@
 #include "runtime/sampler.h"
 
+#include "source_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,7 +86,7 @@ std::vector<double> read_sparse(std::istringstream& in, size_t vocab) {
 }
 
 std::vector<RefCase> load_ref_cases() {
-  const std::string path = std::string(AGENTKV_SOURCE_DIR) + "/tests/unit/runtime/data/sampler_ref.txt";
+  const std::string path = agentkv::test::source_dir() + "/tests/unit/runtime/data/sampler_ref.txt";
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << "cannot open " << path;
   std::vector<RefCase> cases;
