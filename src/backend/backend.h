@@ -98,6 +98,16 @@ class backend_i {
   virtual void rope(float* x, const int32_t* row_pos, int64_t rows, int32_t n_heads, int32_t head_dim,
                     const RopeParams& p) = 0;
 
+  // In place on x[rows, n_heads, head_dim], rows that rope already rotated:
+  // rotates each head of row r on by delta[r] positions, so rope(x, p) then
+  // rope_delta(x, d) is rope(x, p + d) up to rounding (RoPE is a rotation,
+  // R(p + d) = R(d) R(p)). Same pairs, rot_dim, freq_base, freq_factors and
+  // freq_scale as rope, angles in double; attn_factor is NOT applied: the
+  // magnitude scale is already in x, and applying it again would square it.
+  // delta may be negative, zero (the row is left bit for bit) or large.
+  virtual void rope_delta(float* x, const int32_t* delta, int64_t rows, int32_t n_heads, int32_t head_dim,
+                          const RopeParams& p) = 0;
+
   // out[i] = silu(gate[i]) * up[i] for i < n. out may alias gate.
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
 

@@ -1,9 +1,11 @@
 // The CPU implementation of backend_i: f32 kernels, one op per file
 // (matmul.cpp, matmul_quant.cpp on packed GGUF weights, rms_norm.cpp,
-// rope.cpp, swiglu.cpp, add.cpp, kv_write.cpp, attention.cpp, lora.cpp), parallelised
-// over the backend's own ThreadPool. Every product runs the hand-written
-// kernels in the canonical reduction order of dot_tile.h (batch invariance);
-// the BLAS wrappers of gemm.h remain for bench/gemm_bench.cpp only.
+// rope.cpp, rope_delta.cpp, swiglu.cpp, add.cpp, kv_write.cpp,
+// attention.cpp, lora.cpp),
+// parallelised over the backend's own ThreadPool. Every product runs the
+// hand-written kernels in the canonical reduction order of dot_tile.h (batch
+// invariance); the BLAS wrappers of gemm.h remain for bench/gemm_bench.cpp
+// only.
 //
 // Not thread-safe: one caller at a time (the runner), like ThreadPool.
 #pragma once
@@ -30,6 +32,8 @@ class CpuBackend final : public backend_i {
   void rms_norm(const float* x, const float* w, float* y, int64_t rows, int64_t dim, float eps) override;
   void rope(float* x, const int32_t* row_pos, int64_t rows, int32_t n_heads, int32_t head_dim,
             const RopeParams& p) override;
+  void rope_delta(float* x, const int32_t* delta, int64_t rows, int32_t n_heads, int32_t head_dim,
+                  const RopeParams& p) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   bool supports_quant(uint32_t type) const override;  // matmul_quant.cpp
   void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) override;
