@@ -128,6 +128,15 @@ class backend_i {
   virtual void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                         int64_t rows) = 0;
 
+  // Moves cached entries of one layer to new positions (KvStore segment
+  // moves, SparseX copy-and-align): for i < n, copies the K and V of slot
+  // src_slots[i] to slot dst_slots[i] (slots as in kv_write, all valid) and
+  // rotates the copied K (kv_heads heads of head_dim) by delta[i] as
+  // rope_delta does, bit for bit; V is copied as is. No destination may be a
+  // source: the copies run in parallel and in no set order.
+  virtual void kv_copy_rotate(const KvLayerView& kv, const int64_t* src_slots, const int64_t* dst_slots,
+                              const int32_t* delta, int64_t n, const RopeParams& p) = 0;
+
   // Grouped LoRA for the rows of one adapter (DESIGN.md §2: rows grouped by
   // adapter): for i < n_rows, with r = rows[i],
   //   y[r, :] += w.scale * (x[r, :] · w.a^T) · w.b^T.

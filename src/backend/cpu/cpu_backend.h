@@ -1,7 +1,7 @@
 // The CPU implementation of backend_i: f32 kernels, one op per file
 // (matmul.cpp, matmul_quant.cpp on packed GGUF weights, rms_norm.cpp,
 // rope.cpp, rope_delta.cpp, swiglu.cpp, add.cpp, kv_write.cpp,
-// attention.cpp, lora.cpp),
+// kv_copy_rotate.cpp, attention.cpp, lora.cpp),
 // parallelised over the backend's own ThreadPool. Every product runs the
 // hand-written kernels in the canonical reduction order of dot_tile.h (batch
 // invariance); the BLAS wrappers of gemm.h remain for bench/gemm_bench.cpp
@@ -40,6 +40,8 @@ class CpuBackend final : public backend_i {
   void add(const float* x, float* y, int64_t n) override;
   void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                 int64_t rows) override;
+  void kv_copy_rotate(const KvLayerView& kv, const int64_t* src_slots, const int64_t* dst_slots,
+                      const int32_t* delta, int64_t n, const RopeParams& p) override;
   void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
                  float scale, float* out) override;
   void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,

@@ -1,0 +1,29 @@
+// Copy of cached K/V entries to new slots with K rotated by a position delta
+// (KvStore segment moves; SparseX's fused copy-and-align, SCHEMES.md §2.1
+// step 2). The K row is copied and then rotated in place by the rotation of
+// rope_delta, so the moved K is bit for bit what rope_delta makes of it.
+#include <cstring>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/rope_rotate.h"
+
+namespace agentkv {
+
+void CpuBackend::kv_copy_rotate(const KvLayerView& kv, const int64_t* src_slots, const int64_t* dst_slots,
+                                const int32_t* delta, int64_t n, const RopeParams& p) {
+  const int64_t width = int64_t(kv.kv_heads) * kv.head_dim;
+  auto offset = [&](int64_t slot) {
+    return (slot / kv.block_size) * kv.block_stride + (slot % kv.block_size) * width;
+  };
+  parallel_for(n, 64, [&](int64_t b, int64_t e) {
+    cpu::RopeDeltaRotator rot(p);
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t src = offset(src_slots[i]), dst = offset(dst_slots[i]);
+      std::memcpy(kv.k + dst, kv.k + src, width * sizeof(float));
+      std::memcpy(kv.v + dst, kv.v + src, width * sizeof(float));
+      rot.rotate_row(kv.k + dst, kv.kv_heads, kv.head_dim, delta[i]);
+    }
+  });
+}
+
+}  // namespace agentkv
