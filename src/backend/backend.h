@@ -151,6 +151,20 @@ class backend_i {
   // h / (n_heads / kv_heads).
   virtual void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
                          float scale, float* out) = 0;
+
+  // Attention mass each key of ONE sequence receives from a subset of its
+  // query rows (selection hooks: SparseX Sparse-Q scores, SCHEMES.md §2.1):
+  //   colsum[j] = sum_i sum_h softmax(q[i, h] K_{h/group}^T * scale over keys 0..q_pos[i])[j]
+  // for j < n_keys, over all n_heads query heads (GQA as in attention); a
+  // query adds nothing to keys after its position. q: [n_q, n_heads,
+  // head_dim] after RoPE, rows at any positions, each < n_keys; key j lives
+  // at slot j % block_size of block blocks[j / block_size], n_keys <=
+  // n_blocks * block_size. colsum [n_keys] is overwritten. q·k follows
+  // dot_tile.h's order and the sums a fixed order (heads, then queries as
+  // given), so the result does not depend on the thread count.
+  virtual void attention_colsum(const float* q, const int32_t* q_pos, int64_t n_q, int32_t n_heads,
+                                const int32_t* blocks, int32_t n_blocks, int32_t n_keys,
+                                const KvLayerView& kv, float scale, float* colsum) = 0;
 };
 
 std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg);

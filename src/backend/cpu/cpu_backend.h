@@ -1,7 +1,7 @@
 // The CPU implementation of backend_i: f32 kernels, one op per file
 // (matmul.cpp, matmul_quant.cpp on packed GGUF weights, rms_norm.cpp,
 // rope.cpp, rope_delta.cpp, swiglu.cpp, add.cpp, kv_write.cpp,
-// kv_copy_rotate.cpp, attention.cpp, lora.cpp),
+// kv_copy_rotate.cpp, attention.cpp, attention_colsum.cpp, lora.cpp),
 // parallelised over the backend's own ThreadPool. Every product runs the
 // hand-written kernels in the canonical reduction order of dot_tile.h (batch
 // invariance); the BLAS wrappers of gemm.h remain for bench/gemm_bench.cpp
@@ -44,6 +44,9 @@ class CpuBackend final : public backend_i {
                       const int32_t* delta, int64_t n, const RopeParams& p) override;
   void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
                  float scale, float* out) override;
+  void attention_colsum(const float* q, const int32_t* q_pos, int64_t n_q, int32_t n_heads,
+                        const int32_t* blocks, int32_t n_blocks, int32_t n_keys, const KvLayerView& kv,
+                        float scale, float* colsum) override;
   void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,
             int64_t n) override;  // lora.cpp
 
@@ -59,6 +62,8 @@ class CpuBackend final : public backend_i {
   std::vector<float> lora_x_;  // (n_rows, k)    gathered input rows
   std::vector<float> lora_t_;  // (n_rows, rank) scale · x · A^T
   std::vector<float> lora_y_;  // (n_rows, n)    delta before the scatter-add
+  // attention_colsum.cpp scratch: (batch, kv_heads, n_keys) per-item attention rows.
+  std::vector<float> colsum_rows_;
 };
 
 template <typename Fn>
