@@ -7,7 +7,7 @@ namespace agentkv {
 const std::vector<int32_t> KvManager::kEmpty;
 
 KvManager::KvManager(int32_t n_blocks, int32_t block_size, BlockHashFn hash)
-    : block_size_(block_size), hash_(hash), pool_(n_blocks) {}
+    : block_size_(block_size), hash_(hash), pool_(n_blocks), segments_(n_blocks) {}
 
 template <typename KeysAt>
 KvBlocks KvManager::lookup(std::span<const int32_t> tokens, KeysAt keys_at) const {
@@ -96,6 +96,8 @@ Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlo
   }
   auto fresh = pool_.allocate(static_cast<int32_t>(need));
   if (!fresh.is_ok()) return fresh.status();  // unreachable: checked above
+  // Evicted or never used: whatever segment entry the block had is stale now.
+  for (int32_t b : *fresh) segments_.erase(b);
   req->blocks.insert(req->blocks.end(), fresh->begin(), fresh->end());
   req->n_slots = static_cast<int32_t>(end);
   return Status::ok();
@@ -124,8 +126,10 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
       // An unreferenced duplicate gives way to our held block; so does an
       // entry whose parent is gone (no lookup can reach it any more).
       const int32_t holder = existing >= 0 ? existing : pool_.index().holder(key.hash);
-      if (holder >= 0 && (holder == existing || is_dead(*pool_.index().key_of(holder))))
+      if (holder >= 0 && (holder == existing || is_dead(*pool_.index().key_of(holder)))) {
         pool_.uncache(holder);
+        segments_.erase(holder);
+      }
       if (!pool_.cache(mine, key)) {
         // A true collision: this content cannot be indexed, nor can anything
         // after it (a child is found only through an indexed parent).
@@ -134,10 +138,20 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
       }
       canonical = pool_.ref_of(mine);
     }
+    // The segment key leaves out the parent: the block is found at any offset.
+    // Its parent (the block before it) stays reachable through the prefix key.
+    segments_.add(canonical, hash_(kRootHash, key.tokens, key.extra), i * block_size_,
+                  pool_.is_current(key.parent) ? key.parent : BlockRef{});
     req.last_canonical = canonical;
     req.last_hash = key.hash;
     req.n_committed = i + 1;
   }
+}
+
+std::vector<SegmentHit> KvManager::find_segments(std::span<const int32_t> tokens, int32_t from,
+                                                 const ExtraKeys& keys, int32_t min_tokens) const {
+  const std::string extra = keys.serialize();
+  return match_segments(segments_, pool_, hash_, block_size_, {tokens, from, extra, min_tokens});
 }
 
 bool KvManager::is_dead(const BlockKey& key) const {

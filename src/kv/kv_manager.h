@@ -6,6 +6,8 @@
 // A request's life:
 //   KvBlocks hit = kv.get_computed_blocks(prompt, keys);   // no pinning yet
 //   kv.allocate_slots(id, prompt.size() - hit.n_tokens(), hit);  // pins hit, adds blocks
+//   auto segs = kv.find_segments(prompt, hit.n_tokens(), keys, 2 * kv.block_size());
+//   ... before copying a segment: kv.segment_hit_valid(seg), else recompute it
 //   ... runner computes; after each step:
 //   kv.commit_full_blocks(id, tokens_computed_so_far, keys);
 //   kv.allocate_slots(id, 1);   // decode: room for one more token
@@ -19,6 +21,8 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/segment_index.h"
+#include "kv/segment_match.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -80,8 +84,22 @@ class KvManager {
   // computed, prompt and generated) fills completely and that are not yet
   // registered, under `keys`. Call again with other keys to change lineage
   // from the next block on. A block whose content is already cached in
-  // another block is not registered twice.
+  // another block is not registered twice. Each block (or the block that
+  // already held its content) also enters the segment index.
   void commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys);
+
+  // Cached runs of `tokens` under `keys` at any token offset in
+  // [from, tokens.size() - 1), from is where the exact prefix hit ends: see
+  // segment_match.h. Groups shorter than min_tokens are dropped. Pins
+  // nothing and changes nothing.
+  std::vector<SegmentHit> find_segments(std::span<const int32_t> tokens, int32_t from, const ExtraKeys& keys,
+                                        int32_t min_tokens) const;
+  // True while the hit's source block still holds the KV it named. Check
+  // right before copying; nothing pins the source in between.
+  bool segment_hit_valid(const SegmentHit& hit) const {
+    return pool_.is_current(hit.src) && pool_.index().contains(hit.src.id);
+  }
+  const SegmentIndex& segments() const { return segments_; }
 
   // Releases the request's blocks, tail first, so that under pressure a
   // sequence's tail is evicted before its (more shareable) head.
@@ -116,6 +134,7 @@ class KvManager {
   int32_t block_size_;
   BlockHashFn hash_;
   BlockPool pool_;
+  SegmentIndex segments_;  // over the same blocks as pool_.index(); entries go when the blocks do
   std::unordered_map<RequestId, Request> reqs_;
 };
 

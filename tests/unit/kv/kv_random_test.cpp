@@ -66,6 +66,7 @@ class Sim {
       if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_GT(hits_, 0);  // the test exercised sharing at all
+    EXPECT_GT(segment_hits_, 0);
   }
 
  private:
@@ -84,6 +85,7 @@ class Sim {
     for (int n = pick(1, 6); n > 0; --n) r.tokens.push_back(pick(0, 3));
     const RequestId id = next_id_++;
     KvBlocks hit = kv_.get_computed_blocks(r.tokens, r.keys);
+    check_segments(r, hit.n_tokens());
     if (pick(0, 4) == 0 && !reqs_.empty()) decode();  // may evict what `hit` names
     const KvUsage before = kv_.usage();
     Status st = kv_.allocate_slots(id, static_cast<int32_t>(r.tokens.size()) - hit.n_tokens(), hit);
@@ -154,6 +156,24 @@ class Sim {
     }
   }
 
+  // Every segment hit names KV the "runner" really wrote: the same keys, and
+  // the prompt's tokens at the positions the hit claims.
+  void check_segments(const Req& r, int32_t from) {
+    const std::string keys = r.keys.serialize();
+    for (const SegmentHit& h : kv_.find_segments(r.tokens, from, r.keys, 0)) {
+      ASSERT_GE(h.dst_pos, from);
+      ASSERT_LT(h.dst_pos + h.n, static_cast<int32_t>(r.tokens.size()));
+      ASSERT_TRUE(kv_.segment_hit_valid(h));
+      const std::optional<Content>& c = contents_[h.src.id];
+      ASSERT_TRUE(c.has_value()) << "segment hit on block " << h.src.id << " that holds nothing";
+      ASSERT_EQ(c->keys, keys);
+      ASSERT_EQ(static_cast<int32_t>(c->prefix.size()), h.src_pos - h.src_offset + kBs)
+          << "wrong source position";
+      for (int32_t j = 0; j < h.n; ++j) ASSERT_EQ(c->prefix[h.src_pos + j], r.tokens[h.dst_pos + j]);
+      segment_hits_ += h.n;
+    }
+  }
+
   void check_invariants() {
     const BlockPool& pool = kv_.pool();
     std::vector<int32_t> refs(kBlocks, 0);
@@ -191,6 +211,7 @@ class Sim {
     ASSERT_EQ(u.n_cached, n_cached);
     ASSERT_EQ(u.n_free, n_free);
     ASSERT_EQ(u.n_total, kBlocks);
+    ASSERT_LE(kv_.segments().size(), kBlocks);
   }
 
   KvManager kv_;
@@ -200,6 +221,7 @@ class Sim {
   std::map<RequestId, Req> reqs_;
   RequestId next_id_ = 1;
   int64_t hits_ = 0;
+  int64_t segment_hits_ = 0;
 };
 
 TEST(KvRandom, MatchesTheContentModelWithTheRealHash) {
