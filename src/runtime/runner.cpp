@@ -1,5 +1,6 @@
 #include "runtime/runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -97,6 +98,39 @@ Status Runner::validate(const Step& step) const {
       return make_error(ErrorCode::kInvalidArgument, "row adapter index ", row.adapter, " outside the step's ",
                         step.adapters.size(), " adapters");
     }
+    const int32_t end = row.layer_end == kAllLayers ? s.n_layers : row.layer_end;
+    if (row.layer_begin < 0 || row.layer_begin >= s.n_layers || end <= row.layer_begin || end > s.n_layers) {
+      return make_error(ErrorCode::kInternal, "row layers [", row.layer_begin, ", ", row.layer_end,
+                        ") are not a non-empty range of the model's ", s.n_layers);
+    }
+    if (row.logits && end != s.n_layers) return make_error(ErrorCode::kInternal, "a row with logits must reach the last layer");
+    const int64_t n_hidden = static_cast<int64_t>(step.hidden_in.size()) / s.d_model;
+    if (row.layer_begin > 0 ? (row.hidden_in < 0 || row.hidden_in >= n_hidden) : row.hidden_in != -1) {
+      return make_error(ErrorCode::kInternal, "a row starting at layer ", row.layer_begin,
+                        row.layer_begin > 0 ? " needs an injected hidden state" : " takes no injected hidden state");
+    }
+    if (row.capture_layer != -1 && (row.capture_layer < row.layer_begin || row.capture_layer >= end)) {
+      return make_error(ErrorCode::kInternal, "capture layer ", row.capture_layer, " outside the row's layers");
+    }
+  }
+  if (step.hidden_in.size() % s.d_model != 0) return make_error(ErrorCode::kInternal, "hidden_in is not whole rows");
+  for (const LayerHook& h : step.hooks) {
+    if (h.seq < 0 || h.seq >= static_cast<int64_t>(step.seqs.size()) || h.layer < 0 || h.layer >= s.n_layers || !h.fn) {
+      return make_error(ErrorCode::kInternal, "hook at sequence ", h.seq, " layer ", h.layer, " is malformed");
+    }
+    const StepSeq& q = step.seqs[h.seq];
+    for (int32_t r : h.colsum_rows) {
+      if (r < q.row_begin || r >= q.row_end) return make_error(ErrorCode::kInternal, "colsum row outside the hook's sequence");
+    }
+    if (!std::is_sorted(h.colsum_rows.begin(), h.colsum_rows.end())) {
+      return make_error(ErrorCode::kInternal, "colsum rows must be ascending");
+    }
+  }
+  const int64_t n_slots = kv_->n_blocks() * g.block_size;
+  for (const KvCopy& c : step.copies) {
+    if (c.src_slot < 0 || c.src_slot >= n_slots || c.dst_slot < 0 || c.dst_slot >= n_slots || c.src_slot == c.dst_slot) {
+      return make_error(ErrorCode::kInternal, "KV copy slots ", c.src_slot, " -> ", c.dst_slot, " out of range");
+    }
   }
   return Status::ok();
 }
@@ -108,12 +142,12 @@ void Runner::plan_adapters(const Step& step) {
     groups_[i].rows.clear();
     groups_[i].kv_rows.clear();
   }
-  for (size_t r = 0; r < step.rows.size(); ++r) {
-    const TokenRow& row = step.rows[r];
+  for (size_t i = 0; i < active_.size(); ++i) {
+    const TokenRow& row = step.rows[active_[i]];
     if (row.adapter < 0) continue;
     AdapterGroup& g = groups_[row.adapter];
-    g.rows.push_back(static_cast<int32_t>(r));
-    if (row.slot >= 0) g.kv_rows.push_back(static_cast<int32_t>(r));
+    g.rows.push_back(static_cast<int32_t>(i));
+    if (row.slot >= 0) g.kv_rows.push_back(static_cast<int32_t>(i));
   }
 }
 
@@ -130,13 +164,85 @@ void Runner::apply_lora(int layer, LoraTarget t, const float* x, int64_t k, floa
 }
 
 Status Runner::execute(const Step& step, std::vector<float>* logits) {
+  StepOutput out;
+  out.logits.swap(*logits);
+  Status st = execute(step, &out);
+  logits->swap(out.logits);
+  return st;
+}
+
+void Runner::rebuild_plan(const Step& step) {
+  const int64_t n = static_cast<int64_t>(active_.size());
+  row_pos_.resize(n);
+  slots_.resize(n);
+  row_indptr_.assign(step.seqs.size() + 1, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const TokenRow& row = step.rows[active_[i]];
+    row_pos_[i] = row.pos;
+    slots_[i] = row.slot;
+    ++row_indptr_[row_seq_[active_[i]] + 1];
+  }
+  for (size_t q = 0; q < step.seqs.size(); ++q) row_indptr_[q + 1] += row_indptr_[q];
+  plan_.n_seqs = static_cast<int32_t>(step.seqs.size());
+  plan_.row_indptr = row_indptr_.data();
+  plan_.row_pos = row_pos_.data();
+  plan_.block_indptr = block_indptr_.data();
+  plan_.block_ids = block_ids_.data();
+  plan_adapters(step);
+}
+
+void Runner::set_active(const Step& step, const std::vector<int32_t>& want) {
+  const int64_t d = model_->spec.d_model;
+  const float* embd = model_->w.tok_embd.f32();
+  size_t j = 0;  // walks the old active_ (both ascending)
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int32_t r = want[i];
+    while (j < active_.size() && active_[j] < r) ++j;
+    float* dst = &xn_[i * d];
+    const TokenRow& row = step.rows[r];
+    if (j < active_.size() && active_[j] == r) {
+      std::memcpy(dst, &x_[j * d], sizeof(float) * d);
+    } else if (row.layer_begin == 0) {
+      std::memcpy(dst, embd + int64_t{row.token} * d, sizeof(float) * d);
+    } else {
+      std::memcpy(dst, &step.hidden_in[int64_t{row.hidden_in} * d], sizeof(float) * d);
+    }
+  }
+  x_.swap(xn_);
+  active_ = want;
+  rebuild_plan(step);
+}
+
+Status Runner::execute(const Step& step, StepOutput* out) {
   AKV_RETURN_IF_ERROR(validate(step));
   const ModelSpec& s = model_->spec;
   const int64_t R = static_cast<int64_t>(step.rows.size());
-  if (R == 0) return Status::ok();
+  out->row_layers = 0;
+  out->seq_row_layers.assign(step.seqs.size(), 0);
+  out->captures.clear();
+  if (!step.copies.empty()) {
+    // Segments found elsewhere in the cache join first, in every layer.
+    const int64_t n = static_cast<int64_t>(step.copies.size());
+    copy_src_.resize(n);
+    copy_dst_.resize(n);
+    copy_delta_.resize(n);
+    for (int64_t i = 0; i < n; ++i) {
+      copy_src_[i] = step.copies[i].src_slot;
+      copy_dst_[i] = step.copies[i].dst_slot;
+      copy_delta_[i] = step.copies[i].delta;
+    }
+    for (int l = 0; l < s.n_layers; ++l) {
+      backend_->kv_copy_rotate(kv_->layer_view(l), copy_src_.data(), copy_dst_.data(), copy_delta_.data(), n, rope_);
+    }
+  }
+  if (R == 0) {
+    out->logits.clear();
+    return Status::ok();
+  }
 
-  x_.resize(R * s.d_model);
-  h_.resize(R * s.d_model);
+  // The residual stream needs room for every row (x_, xn_); the other
+  // scratch holds the active rows, at most R.
+  for (std::vector<float>* b : {&x_, &xn_, &h_}) b->resize(R * s.d_model);
   q_.resize(R * s.q_dim());
   k_.resize(R * s.kv_dim());
   v_.resize(R * s.kv_dim());
@@ -144,53 +250,171 @@ Status Runner::execute(const Step& step, std::vector<float>* logits) {
   gate_.resize(R * s.ffn_dim);
   up_.resize(R * s.ffn_dim);
 
-  // Plan once per step (FlashInfer's plan/run split): every layer reuses it.
-  row_pos_.resize(R);
-  slots_.resize(R);
-  row_indptr_.assign(1, 0);
+  // Per-row facts, and the block tables in CSR form, once per step
+  // (FlashInfer's plan/run split): every layer reuses them.
+  row_seq_.resize(R);
+  row_end_.resize(R);
+  capture_at_.assign(R, -1);
+  dropped_.assign(R, 0);
   block_indptr_.assign(1, 0);
   block_ids_.clear();
-  for (const StepSeq& q : step.seqs) {
-    row_indptr_.push_back(q.row_end);
-    block_ids_.insert(block_ids_.end(), q.blocks.begin(), q.blocks.end());
+  int32_t n_capture = 0;
+  for (size_t q = 0; q < step.seqs.size(); ++q) {
+    const StepSeq& sq = step.seqs[q];
+    for (int32_t r = sq.row_begin; r < sq.row_end; ++r) row_seq_[r] = static_cast<int32_t>(q);
+    block_ids_.insert(block_ids_.end(), sq.blocks.begin(), sq.blocks.end());
     block_indptr_.push_back(static_cast<int32_t>(block_ids_.size()));
   }
-  const float* embd = model_->w.tok_embd.f32();
   for (int64_t r = 0; r < R; ++r) {
-    row_pos_[r] = step.rows[r].pos;
-    slots_[r] = step.rows[r].slot;
-    std::memcpy(&x_[r * s.d_model], embd + int64_t{step.rows[r].token} * s.d_model, sizeof(float) * s.d_model);
+    const TokenRow& row = step.rows[r];
+    row_end_[r] = row.layer_end == kAllLayers ? s.n_layers : row.layer_end;
+    if (row.capture_layer >= 0) capture_at_[r] = n_capture++;
   }
-  plan_adapters(step);
-  AttentionPlan plan;
-  plan.n_seqs = static_cast<int32_t>(step.seqs.size());
-  plan.row_indptr = row_indptr_.data();
-  plan.row_pos = row_pos_.data();
-  plan.block_indptr = block_indptr_.data();
-  plan.block_ids = block_ids_.data();
+  out->captures.resize(int64_t{n_capture} * s.d_model);
+  active_.clear();
 
-  for (int l = 0; l < s.n_layers; ++l) layer_forward(l, R, plan);
+  for (int l = 0; l < s.n_layers; ++l) {
+    want_.clear();
+    for (int64_t r = 0; r < R; ++r) {
+      const TokenRow& row = step.rows[r];
+      if (row.layer_begin <= l && l < row_end_[r] && !dropped_[r]) want_.push_back(static_cast<int32_t>(r));
+    }
+    if (want_ != active_) set_active(step, want_);
+    if (active_.empty()) continue;
+    for (size_t i = 0; i < active_.size(); ++i) {
+      const int32_t r = active_[i];
+      if (step.rows[r].capture_layer == l) {
+        std::memcpy(&out->captures[int64_t{capture_at_[r]} * s.d_model], &x_[i * s.d_model], sizeof(float) * s.d_model);
+      }
+    }
+    // K/V entries computed at l: a row a hook drops at l still wrote them.
+    for (size_t q = 0; q < step.seqs.size(); ++q) out->seq_row_layers[q] += row_indptr_[q + 1] - row_indptr_[q];
+    out->row_layers += static_cast<int64_t>(active_.size());
+    layer_forward(step, l);
+  }
 
-  // Final norm and output projection, only for rows that want logits.
+  // Final norm and output projection, only for rows that want logits (all
+  // of them active at the last layer: validate() and run_hooks() see to it).
   const int32_t n_out = step.n_logit_rows();
   int64_t j = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    if (!step.rows[r].logits) continue;
-    if (j != r) std::memcpy(&x_[j * s.d_model], &x_[r * s.d_model], sizeof(float) * s.d_model);
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (!step.rows[active_[i]].logits) continue;
+    if (j != static_cast<int64_t>(i)) std::memcpy(&x_[j * s.d_model], &x_[i * s.d_model], sizeof(float) * s.d_model);
     ++j;
   }
-  logits->resize(int64_t{n_out} * s.n_vocab);
+  out->logits.resize(int64_t{n_out} * s.n_vocab);
   if (n_out == 0) return Status::ok();
   backend_->rms_norm(x_.data(), model_->w.output_norm.f32(), h_.data(), n_out, s.d_model, s.norm_eps);
-  linear(h_.data(), model_->output_weight(), logits->data(), n_out, s.d_model, s.n_vocab);
+  linear(h_.data(), model_->output_weight(), out->logits.data(), n_out, s.d_model, s.n_vocab);
   return Status::ok();
 }
 
-void Runner::layer_forward(int layer, int64_t R, const AttentionPlan& plan) {
+void Runner::run_hooks(const Step& step, int layer) {
+  const ModelSpec& s = model_->spec;
+  const KvGeometry& g = kv_->geometry();
+  const int64_t qd = s.q_dim(), kvd = s.kv_dim();
+  // Cached K/V the hooked rows are about to overwrite, gathered before the
+  // write: [hook rows in hook order][kv_dim].
+  struct Pending {
+    const LayerHook* hook;
+    int32_t c_begin, c_end;  // compact rows of the hook's sequence
+    int64_t gathered;        // offset into hook_k_/hook_v_ in rows
+  };
+  std::vector<Pending> pend;
+  int64_t n_gather = 0;
+  for (const LayerHook& h : step.hooks) {
+    if (h.layer != layer) continue;
+    const int32_t cb = row_indptr_[h.seq], ce = row_indptr_[h.seq + 1];
+    if (cb == ce) continue;
+    pend.push_back({&h, cb, ce, n_gather});
+    n_gather += ce - cb;
+  }
+  hook_k_.resize(n_gather * kvd);
+  hook_v_.resize(n_gather * kvd);
+  for (const Pending& p : pend) {
+    const std::vector<int32_t>& blocks = step.seqs[p.hook->seq].blocks;
+    for (int32_t i = p.c_begin; i < p.c_end; ++i) {
+      const int32_t pos = row_pos_[i];
+      const int32_t b = blocks[pos / g.block_size], off = pos % g.block_size;
+      const int64_t at = (p.gathered + i - p.c_begin) * kvd;
+      std::memcpy(&hook_k_[at], kv_->k_at(layer, b, off), sizeof(float) * kvd);
+      std::memcpy(&hook_v_[at], kv_->v_at(layer, b, off), sizeof(float) * kvd);
+    }
+  }
+  KvLayerView kv = kv_->layer_view(layer);
+  backend_->kv_write(kv, k_.data(), v_.data(), slots_.data(), static_cast<int64_t>(active_.size()));
+
+  bool any_dropped = false;
+  for (const Pending& p : pend) {
+    const LayerHook& h = *p.hook;
+    const int32_t n = p.c_end - p.c_begin;
+    HookView view;
+    view.layer = layer;
+    view.rows = std::span<const int32_t>(active_.data() + p.c_begin, n);
+    view.q = &q_[p.c_begin * qd];
+    view.k = &k_[p.c_begin * kvd];
+    view.v = &v_[p.c_begin * kvd];
+    view.cached_k = &hook_k_[p.gathered * kvd];
+    view.cached_v = &hook_v_[p.gathered * kvd];
+    view.q_dim = qd;
+    view.kv_dim = kvd;
+    if (!h.colsum_rows.empty()) {
+      const int64_t nq = static_cast<int64_t>(h.colsum_rows.size());
+      hook_q_.resize(nq * qd);
+      hook_pos_.resize(nq);
+      int32_t n_keys = 0;
+      int64_t qi = 0;
+      for (int32_t r : h.colsum_rows) {
+        // validate() checked that r belongs to the hook's sequence; skip rows
+        // not active at this layer.
+        auto it = std::lower_bound(view.rows.begin(), view.rows.end(), r);
+        if (it == view.rows.end() || *it != r) continue;
+        const int64_t ci = p.c_begin + (it - view.rows.begin());
+        std::memcpy(&hook_q_[qi * qd], &q_[ci * qd], sizeof(float) * qd);
+        hook_pos_[qi] = row_pos_[ci];
+        n_keys = std::max(n_keys, row_pos_[ci] + 1);
+        ++qi;
+      }
+      colsum_.assign(n_keys, 0.0f);
+      const std::vector<int32_t>& blocks = step.seqs[h.seq].blocks;
+      if (qi > 0) {
+        backend_->attention_colsum(hook_q_.data(), hook_pos_.data(), qi, s.n_heads, blocks.data(),
+                                   static_cast<int32_t>(blocks.size()), n_keys, kv,
+                                   1.0f / std::sqrt(static_cast<float>(s.head_dim)), colsum_.data());
+      }
+      view.colsum = colsum_;
+    }
+    keep_.assign(n, 1);
+    h.fn(view, keep_);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t r = view.rows[i];
+      if (keep_[i] || step.rows[r].logits) continue;  // rows with logits always stay
+      dropped_[r] = 1;
+      any_dropped = true;
+    }
+  }
+  if (!any_dropped) return;
+  // Compact the rows that stay: their residual and queries; K/V are written.
+  size_t j = 0;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (dropped_[active_[i]]) continue;
+    if (j != i) {
+      std::memcpy(&x_[j * s.d_model], &x_[i * s.d_model], sizeof(float) * s.d_model);
+      std::memcpy(&q_[j * qd], &q_[i * qd], sizeof(float) * qd);
+      active_[j] = active_[i];
+    }
+    ++j;
+  }
+  active_.resize(j);
+  rebuild_plan(step);
+}
+
+void Runner::layer_forward(const Step& step, int layer) {
   const ModelSpec& s = model_->spec;
   const LayerWeights& w = model_->w.layers[layer];
   backend_i& be = *backend_;
   const int64_t qd = s.q_dim(), kvd = s.kv_dim();
+  int64_t R = static_cast<int64_t>(active_.size());
 
   // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
   // Each adapter's LoRA delta goes onto the Linear's output before anything
@@ -216,9 +440,17 @@ void Runner::layer_forward(int layer, int64_t R, const AttentionPlan& plan) {
   }
   be.rope(q_.data(), row_pos_.data(), R, s.n_heads, s.head_dim, rope_);
   be.rope(k_.data(), row_pos_.data(), R, s.n_kv_heads, s.head_dim, rope_);
+  bool hooked = false;
+  for (const LayerHook& h : step.hooks) hooked |= h.layer == layer;
   KvLayerView kv = kv_->layer_view(layer);
-  be.kv_write(kv, k_.data(), v_.data(), slots_.data(), R);
-  be.attention(plan, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
+  if (hooked) {
+    run_hooks(step, layer);  // writes K/V, then may drop rows
+    R = static_cast<int64_t>(active_.size());
+    if (R == 0) return;
+  } else {
+    be.kv_write(kv, k_.data(), v_.data(), slots_.data(), R);
+  }
+  be.attention(plan_, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
   // Wo accumulates into the residual stream, and so does its LoRA delta.
   linear(att_.data(), w.wo, x_.data(), R, qd, s.d_model, /*accumulate=*/true);
   apply_lora(layer, LoraTarget::kO, att_.data(), qd, x_.data(), s.d_model);

@@ -4,7 +4,15 @@
 // kernels meet, and where adapters (LoRA weights per row) meet the kernels:
 // rows name an adapter of Step::adapters, and after each of the seven base
 // linears the runner adds each adapter's LoRA delta to its rows. It knows
-// nothing of sharing schemes: which rows write K/V is the Step's business.
+// nothing of sharing schemes: which rows run in which layers, which write
+// K/V, and which a hook drops are the Step's business (DESIGN.md §2).
+//
+// Layer by layer it keeps the rows active there compacted in row order: a
+// row joins at its layer_begin (from the embedding or an injected hidden
+// state) and leaves at its layer_end or when a hook drops it. Attention of
+// the active queries covers each sequence's whole block table, cached and
+// fresh entries alike. When every row runs every layer nothing is ever
+// compacted, and the arithmetic is the dense forward's, bit for bit.
 #pragma once
 
 #include <memory>
@@ -28,6 +36,8 @@ class Runner {
   // model and the KV storage first (token ids, slots, block tables, adapter
   // indexes and shapes); a bad step is an error and computes nothing.
   Status execute(const Step& step, std::vector<float>* logits);
+  // The same, with captures and counters.
+  Status execute(const Step& step, StepOutput* out);
 
   const Model& model() const { return *model_; }
 
@@ -40,7 +50,14 @@ class Runner {
   void apply_lora(int layer, LoraTarget t, const float* x, int64_t k, float* y, int64_t n);
   // y[R, n] = x[R, k] · w^T (+ y): the packed weights where the backend reads them.
   void linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n, bool accumulate = false);
-  void layer_forward(int layer, int64_t n_rows, const AttentionPlan& plan);
+  // Makes `want` (Step row indexes, ascending) the active rows: continuing
+  // rows keep their residual, joining rows take the embedding or their
+  // injected hidden state; the attention plan and adapter groups follow.
+  void set_active(const Step& step, const std::vector<int32_t>& want);
+  void rebuild_plan(const Step& step);
+  // Runs the layer's hooks between the K/V write and attention; drops rows.
+  void run_hooks(const Step& step, int layer);
+  void layer_forward(const Step& step, int layer);
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
@@ -56,10 +73,26 @@ class Runner {
   std::vector<float> att_;    // (R, n_heads * head_dim)
   std::vector<float> gate_;   // (R, ffn_dim)
   std::vector<float> up_;     // (R, ffn_dim)
+  std::vector<float> xn_;     // (R, d_model) the residual stream while re-compacting
   std::vector<int32_t> row_pos_, row_indptr_, block_indptr_, block_ids_;
   std::vector<int64_t> slots_;
+  AttentionPlan plan_;
 
-  // The rows of one adapter in the current step (ascending row indexes).
+  // Active rows (Step row indexes, ascending); compact index i is active_[i].
+  std::vector<int32_t> active_;
+  std::vector<int32_t> want_;
+  std::vector<int32_t> row_seq_;    // sequence of each Step row
+  std::vector<int32_t> row_end_;    // resolved layer_end of each Step row
+  std::vector<uint8_t> dropped_;    // a hook dropped the row
+  std::vector<int32_t> capture_at_; // each Step row's index in StepOutput::captures, or -1
+  // Hook scratch: cached K/V of the hooked rows, their keep flags, colsums.
+  std::vector<float> hook_k_, hook_v_, hook_q_, colsum_;
+  std::vector<int32_t> hook_pos_, hook_blocks_;
+  std::vector<uint8_t> keep_;
+  std::vector<int64_t> copy_src_, copy_dst_;
+  std::vector<int32_t> copy_delta_;
+
+  // The rows of one adapter among the active rows (ascending compact indexes).
   struct AdapterGroup {
     const Adapter* adapter = nullptr;
     std::vector<int32_t> rows;     // every row of the adapter: q, o, gate, up, down
