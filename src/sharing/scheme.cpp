@@ -5,9 +5,12 @@ namespace agentkv {
 const SharingScheme* sharing_scheme_none_instance();
 const SharingScheme* sharing_scheme_alora_instance();
 const SharingScheme* sharing_scheme_icarus_instance();
+const SharingScheme* sharing_scheme_naive_instance();
+const SharingScheme* sharing_scheme_epic_instance();
+const SharingScheme* sharing_scheme_cacheblend_instance();
 
 namespace {
-constexpr const char* kNames[] = {"none", "alora", "icarus"};
+constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "cacheblend"};
 }  // namespace
 
 std::span<const char* const> sharing_scheme_names() { return kNames; }
@@ -16,7 +19,17 @@ const SharingScheme* sharing_scheme_get(std::string_view name) {
   if (name == "none") return sharing_scheme_none_instance();
   if (name == "alora") return sharing_scheme_alora_instance();
   if (name == "icarus") return sharing_scheme_icarus_instance();
+  if (name == "naive") return sharing_scheme_naive_instance();
+  if (name == "epic") return sharing_scheme_epic_instance();
+  if (name == "cacheblend") return sharing_scheme_cacheblend_instance();
   return nullptr;
+}
+
+Status SharingScheme::check_params(const KvSharingParams& p) const {
+  if (p.empty()) return Status::ok();
+  return make_error(ErrorCode::kInvalidArgument, "kv_sharing scheme '", name(),
+                    "' takes no parameters (ratio, recompute_tokens, check_layer and min_segment_tokens belong to the "
+                    "segment-reuse schemes naive, epic and cacheblend)");
 }
 
 void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) {

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "adapter/adapter.h"
+#include "agentkv/kv_sharing_params.h"
+#include "sharing/reuse.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -43,9 +45,26 @@ class SharingScheme {
   // adapter == nullptr is the base model. kInvalidArgument when the request
   // cannot run (an aLoRA prompt without its invocation sequence).
   virtual Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const = 0;
+  // Checks a request's scheme parameters: kInvalidArgument for a value out
+  // of range or a parameter this scheme does not take. The exact schemes
+  // take none.
+  virtual Status check_params(const KvSharingParams& p) const;
+  // Segment-reuse schemes: a planner for one request (params checked);
+  // nullptr for schemes that reuse only exact prefixes.
+  virtual std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const {
+    (void)p;
+    return nullptr;
+  }
 };
 
-// "none", "alora", "icarus"; null for an unknown name. Instances are static.
+// Server-wide defaults of the segment-reuse parameters (SCHEMES.md §4-6).
+inline constexpr double kCacheblendDefaultRatio = 0.15;   // LMCache's default
+inline constexpr int32_t kCacheblendDefaultCheckLayer = 1;
+inline constexpr int32_t kEpicDefaultRecomputeTokens = 16;  // LegoLink-16
+// min_segment_tokens defaults to two KV blocks (the engine knows the size).
+
+// "none", "alora", "icarus", "naive", "epic", "cacheblend"; null for an
+// unknown name. Instances are static.
 const SharingScheme* sharing_scheme_get(std::string_view name);
 // The names sharing_scheme_get knows, for help texts and errors.
 std::span<const char* const> sharing_scheme_names();

@@ -1,0 +1,76 @@
+// Segment reuse (DESIGN.md §2, SCHEMES.md §4-6): a request's prompt may
+// contain runs of tokens whose K/V is already cached elsewhere, computed at
+// other positions and behind another prefix. The engine finds them
+// (SegmentIndex), copies their K/V into the request's blocks with K rotated
+// to the new positions, and asks the request's ReusePlanner which tokens to
+// recompute in which layers. The planner knows nothing of blocks or kernels:
+// it sees positions, which of them were reused, and at its hook layers the
+// fresh and cached K/V of the rows it kept running.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "agentkv/kv_sharing_params.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+// One scheduled chunk of a request's tokens, [begin, begin + n).
+struct ReuseChunk {
+  int32_t begin = 0;
+  int32_t n = 0;
+  int32_t n_layers = 0;
+  // Per position of the chunk: 1 when its K/V was copied from a cached
+  // segment (the chunk's part of the request's reuse map).
+  std::span<const uint8_t> reused;
+  // Per position of the chunk: where its reused run starts (a position of
+  // the request), or -1 for positions not reused.
+  std::span<const int32_t> run_start;
+};
+
+// One row the planner wants: a token of the chunk active in [layer_begin,
+// layer_end) (kAllLayers: to the last); it writes its K/V in those layers.
+struct ReuseRow {
+  int32_t pos = 0;
+  int32_t layer_begin = 0;
+  int32_t layer_end = -1;
+};
+
+// What a planner's hook sees (the runner's HookView, by position).
+struct ReuseHookView {
+  std::span<const int32_t> pos;  // positions of the rows active at the layer, ascending
+  const float* v = nullptr;      // fresh V [n, kv_dim]
+  const float* cached_v = nullptr;
+  const float* k = nullptr;      // fresh K after RoPE
+  const float* cached_k = nullptr;
+  int64_t kv_dim = 0;
+  std::span<const float> colsum;  // when asked for
+};
+
+struct ReuseHook {
+  int32_t layer = 0;
+  std::vector<int32_t> colsum_pos;  // positions whose attention column sums the hook wants
+  // Clears keep[i] for rows (view.pos[i]) that stop above this layer.
+  std::function<void(const ReuseHookView& view, std::span<uint8_t> keep)> fn;
+};
+
+// Per-request state of a segment-reuse scheme, from admission to finish.
+class ReusePlanner {
+ public:
+  virtual ~ReusePlanner() = default;
+  // The reused positions of the chunk to recompute, with their layers, and
+  // the hooks. Positions not reused always run every layer (the engine adds
+  // them; hooks see them too); the last prompt position is never reused.
+  virtual void plan_chunk(const ReuseChunk& chunk, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) = 0;
+};
+
+// The planners of the three segment-reuse baselines; params are checked.
+std::unique_ptr<ReusePlanner> make_naive_planner();
+std::unique_ptr<ReusePlanner> make_epic_planner(int32_t recompute_tokens);
+std::unique_ptr<ReusePlanner> make_cacheblend_planner(double ratio, int32_t check_layer);
+
+}  // namespace agentkv

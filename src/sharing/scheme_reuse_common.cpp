@@ -1,0 +1,41 @@
+#include "sharing/scheme_reuse_common.h"
+
+namespace agentkv {
+
+Result<SeqSharing> reuse_plan(const char* scheme, const Adapter* adapter, std::span<const int32_t> prompt) {
+  AKV_ASSIGN_OR_RETURN(SeqSharing s, sharing_plan_none(adapter, prompt));
+  s.scheme = scheme;
+  return s;
+}
+
+Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const KvSharingParams& p) {
+  auto not_taken = [&](const char* field) {
+    return make_error(ErrorCode::kInvalidArgument, "kv_sharing scheme '", scheme, "' takes no '", field, "' parameter");
+  };
+  if (p.ratio) {
+    if (!takes.ratio) return not_taken("ratio");
+    if (!(*p.ratio >= 0.0 && *p.ratio <= 1.0)) {
+      return make_error(ErrorCode::kInvalidArgument, "kv_sharing ratio must be in [0, 1], got ", *p.ratio);
+    }
+  }
+  if (p.recompute_tokens) {
+    if (!takes.recompute_tokens) return not_taken("recompute_tokens");
+    if (*p.recompute_tokens < 0) {
+      return make_error(ErrorCode::kInvalidArgument, "kv_sharing recompute_tokens must be >= 0, got ", *p.recompute_tokens);
+    }
+  }
+  if (p.check_layer) {
+    if (!takes.check_layer) return not_taken("check_layer");
+    if (*p.check_layer < 1) {
+      return make_error(ErrorCode::kInvalidArgument, "kv_sharing check_layer must be >= 1 (layer 0 is always dense), got ",
+                        *p.check_layer);
+    }
+  }
+  if (p.min_segment_tokens && *p.min_segment_tokens < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "kv_sharing min_segment_tokens must be >= 1, got ",
+                      *p.min_segment_tokens);
+  }
+  return Status::ok();
+}
+
+}  // namespace agentkv

@@ -1,0 +1,20 @@
+// What the three segment-reuse schemes share: none's rules for adapters
+// (weights and lineage), their name on the decision, and the parameter
+// checks (each scheme lists the parameters it takes).
+#pragma once
+
+#include "sharing/scheme.h"
+
+namespace agentkv {
+
+Result<SeqSharing> reuse_plan(const char* scheme, const Adapter* adapter, std::span<const int32_t> prompt);
+
+// Which parameters a reuse scheme takes.
+struct ReuseParamSet {
+  bool ratio = false;
+  bool recompute_tokens = false;
+  bool check_layer = false;
+};
+Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const KvSharingParams& p);
+
+}  // namespace agentkv
