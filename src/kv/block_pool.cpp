@@ -57,6 +57,12 @@ void BlockPool::touch(int32_t block) {
   ++m.ref;
 }
 
+void BlockPool::refresh(int32_t block) {
+  if (meta_[block].ref != 0 || !meta_[block].in_lru) return;
+  lru_remove(block);
+  lru_push_back(block);
+}
+
 bool BlockPool::cache(int32_t block, BlockKey key) {
   assert(meta_[block].ref > 0);
   return index_.insert(block, std::move(key));

@@ -49,6 +49,9 @@ class BlockPool {
   void release(const std::vector<int32_t>& blocks);
   // A prefix hit: one more reference; a cached block leaves the LRU (O(1)).
   void touch(int32_t block);
+  // A segment hit (its K/V copied, no reference taken): an unreferenced
+  // cached block moves to the LRU tail, last to be evicted (O(1)).
+  void refresh(int32_t block);
 
   // Prefix index over the pool. cache() registers a held (ref > 0) block;
   // false if its hash is taken (see PrefixIndex::insert).

@@ -99,6 +99,9 @@ class KvManager {
   bool segment_hit_valid(const SegmentHit& hit) const {
     return pool_.is_current(hit.src) && pool_.index().contains(hit.src.id);
   }
+  // After copying a hit: its source counts as recently used (LRU), as a
+  // prefix hit does, so segments in use are evicted last.
+  void segment_hit_used(const SegmentHit& hit) { pool_.refresh(hit.src.id); }
   const SegmentIndex& segments() const { return segments_; }
 
   // Releases the request's blocks, tail first, so that under pressure a

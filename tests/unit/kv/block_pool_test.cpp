@@ -130,6 +130,26 @@ TEST(BlockPool, TouchRemovesFromTheMiddleOfTheLru) {
   expect_partition(p);
 }
 
+TEST(BlockPool, RefreshMovesACachedBlockToTheLruTailOnly) {
+  BlockPool p(4);
+  auto a = p.allocate(3);
+  ASSERT_TRUE(a.is_ok());
+  const std::vector<int32_t> ids = *a;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(p.cache(ids[i], key_for(i)));
+  p.release(ids);  // LRU: ids[0], ids[1], ids[2]
+  p.refresh(ids[0]);
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[1], ids[2], ids[0]}));
+  EXPECT_EQ(p.meta(ids[0]).ref, 0);  // no reference taken
+  p.touch(ids[1]);                   // held: refresh is a no-op
+  p.refresh(ids[1]);
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[2], ids[0]}));
+  auto f = p.allocate(2);            // the free block, then the LRU head
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_NE(std::find(f->begin(), f->end(), ids[2]), f->end());
+  EXPECT_EQ(p.lru_order(), (std::vector<int32_t>{ids[0]}));
+  expect_partition(p);
+}
+
 TEST(BlockPool, UncacheForgetsContent) {
   BlockPool p(2);
   auto a = p.allocate(2);
