@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/kv_sharing_params.h"
 #include "runtime/sampler.h"
 #include "util/status.h"
 
@@ -42,9 +43,21 @@ struct ServeRequest {
   // (kNotFound when unknown).
   std::string adapter;
   // KV-sharing scheme for this request: "" = the engine's default, else
-  // "none", "alora" or "icarus" (kInvalidArgument otherwise). A scheme only
-  // changes what adapters of its own kind share; others behave as "none".
+  // "none", "alora", "icarus", "naive", "epic" or "cacheblend"
+  // (kInvalidArgument otherwise). alora and icarus only change what adapters
+  // of their own kind share; others behave as "none". naive, epic and
+  // cacheblend reuse cached segments anywhere in the prompt (approximate;
+  // docs/kv-sharing.md), except for requests with prompt_logprobs.
   std::string kv_sharing;
+  // The scheme's parameters; unset ones take the engine's defaults. One the
+  // scheme does not take, or a value out of range, is kInvalidArgument.
+  KvSharingParams kv_sharing_params;
+  // For benchmarks (not on the HTTP API): the engine emits these tokens in
+  // order instead of sampling (teacher forcing; logprobs are theirs), and
+  // with full_logprobs every event carries the log-softmax over the whole
+  // vocabulary of each position it emits.
+  std::vector<int32_t> forced_tokens;
+  bool full_logprobs = false;
 };
 
 enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
@@ -64,6 +77,9 @@ struct ServeEvent {
   // Filled on the first event (the first token) and on the last one:
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
+  int32_t reused_tokens = 0;          // prompt tokens whose K/V came from a cached segment (segment reuse)
+  int64_t prefill_token_layers = 0;   // K/V entries the prompt's prefill computed (rows x layers)
+  std::vector<std::vector<float>> full_logprobs;  // ServeRequest::full_logprobs: one per sample
   int32_t completion_tokens = 0;      // on the last event: tokens generated in all
   std::string kv_sharing;             // the scheme applied: the one asked for, or "none" when it does
                                       // not apply to the adapter's kind (ICaRus for a plain LoRA)
@@ -85,7 +101,8 @@ struct ServingOptions {
   int32_t max_running = 64;           // sequences in one step
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
-  std::string kv_sharing = "none";    // default scheme: none, alora, icarus
+  std::string kv_sharing = "none";    // default scheme: none, alora, icarus, naive, epic, cacheblend
+  KvSharingParams kv_sharing_params;  // defaults of the schemes' parameters (unset: the schemes' own)
   // Adapters registered at start: name, path (PEFT dir or GGUF LoRA), kind
   // override ("" = from the file; "lora", "alora", "icarus").
   struct AdapterSpec {
@@ -125,6 +142,8 @@ struct ServingStats {
   std::map<std::string, AdapterStats> per_model;        // by adapter name, "" = base
   std::map<std::string, int64_t> cached_tokens_by_scheme;  // "none", "alora", "icarus"
   std::map<std::string, int64_t> prompt_tokens_by_scheme;
+  std::map<std::string, int64_t> reused_tokens_by_scheme;       // segment reuse: prompt tokens copied
+  std::map<std::string, int64_t> computed_token_layers_by_scheme;  // K/V entries computed (rows x layers)
 };
 
 class ServingEngine {

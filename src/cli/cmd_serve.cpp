@@ -339,9 +339,25 @@ void register_serve(CLI::App& app) {
       ->type_name("NAME=PATH[:KIND]");
   cmd->add_option("--kv-sharing", e.kv_sharing,
                   "default KV-sharing scheme for requests without kv_sharing: none (each adapter its own "
-                  "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV)")
+                  "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV), and the "
+                  "approximate segment-reuse schemes naive, epic and cacheblend (docs/kv-sharing.md)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "alora", "icarus"}));
+      ->check(CLI::IsMember({"none", "alora", "icarus", "naive", "epic", "cacheblend"}));
+  // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
+  cmd->add_option_function<double>("--reuse-ratio", [&e](double v) { e.kv_sharing_params.ratio = v; },
+                                   "cacheblend: share of reused tokens recomputed (default 0.15)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option_function<int32_t>("--reuse-recompute-tokens",
+                                    [&e](int32_t v) { e.kv_sharing_params.recompute_tokens = v; },
+                                    "epic: leading tokens of each reused segment recomputed (default 16)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option_function<int32_t>("--reuse-check-layer", [&e](int32_t v) { e.kv_sharing_params.check_layer = v; },
+                                    "cacheblend: the layer that selects the tokens to recompute (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option_function<int32_t>("--reuse-min-segment-tokens",
+                                    [&e](int32_t v) { e.kv_sharing_params.min_segment_tokens = v; },
+                                    "segment reuse: shortest cached run reused, in tokens (default two KV blocks)")
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--chat-template", s.chat_template,
                   "chatml, llama3 or mistral (default: from the model file)");
   cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,

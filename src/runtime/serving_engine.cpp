@@ -3,6 +3,7 @@
 // cancellations and drains come from other threads through a small inbox.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,15 @@ double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+std::string scheme_names_text() {
+  std::string t;
+  for (const char* n : sharing_scheme_names()) {
+    if (!t.empty()) t += ", ";
+    t += n;
+  }
+  return t;
+}
+
 // Engine-thread state of one request: what turns its logits into events.
 struct Live {
   ServeSink sink;
@@ -51,11 +61,26 @@ struct Live {
   std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
   SeqSharing sharing;
   std::string model;                       // adapter name, "" = base (stats key)
+  // Segment reuse (naive, epic, cacheblend): the planner, and per prompt
+  // position whether its K/V is copied from a cached segment and where its
+  // run starts. Looked up once, at the first prompt chunk.
+  std::unique_ptr<ReusePlanner> planner;
+  bool reuse_looked_up = false;
+  int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
+  std::vector<SegmentHit> hits;
+  std::vector<uint8_t> reused;             // [n_prompt]
+  std::vector<int32_t> run_start;          // [n_prompt], -1 where not reused
+  int32_t reused_tokens = 0;               // copied so far
+  int32_t min_segment = 0;                 // shortest segment reused, tokens
+  std::vector<int32_t> forced;             // teacher forcing (benchmarks)
+  bool full_logprobs = false;
+  int64_t prefill_token_layers = 0;
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
         ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
-        n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t) {
+        n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t), forced(r.forced_tokens),
+        full_logprobs(r.full_logprobs) {
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
@@ -68,6 +93,8 @@ struct Pending {
   Clock::time_point submitted;
   std::shared_ptr<const Adapter> adapter;
   SeqSharing sharing;
+  std::unique_ptr<ReusePlanner> planner;
+  int32_t min_segment = 0;
 };
 
 class ServingEngineImpl final : public ServingEngine {
@@ -91,6 +118,11 @@ class ServingEngineImpl final : public ServingEngine {
   void loop();
   void take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
   void run_step(const SchedulerOutput& out);
+  // Segment reuse for one scheduled chunk of a request with a planner: finds
+  // the cached segments of its prompt (first chunk), queues the K/V copies
+  // of the chunk's reused positions (a source gone since the lookup is
+  // recomputed instead), and adds the planner's rows and hooks to the step.
+  void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
   // Turns one logits row into a token and an event; finishes when it should.
   void on_logits(ServeId id, std::span<const float> logits);
   // Scores prompt token pos + 1 from the logits row of position pos.
@@ -146,7 +178,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const SharingScheme* scheme = sharing_scheme_get(opts.kv_sharing);
   if (scheme == nullptr) {
     return make_error(ErrorCode::kInvalidArgument, "unknown --kv-sharing '", opts.kv_sharing,
-                      "' (use none, alora or icarus)");
+                      "' (use ", scheme_names_text(), ")");
   }
 
   std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
@@ -231,10 +263,22 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     scheme = sharing_scheme_get(req.kv_sharing);
     if (scheme == nullptr) {
       return make_error(ErrorCode::kInvalidArgument, "unknown kv_sharing '", req.kv_sharing,
-                        "' (use none, alora or icarus)");
+                        "' (use ", scheme_names_text(), ")");
     }
   }
+  AKV_RETURN_IF_ERROR(scheme->check_params(req.kv_sharing_params));
   AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan(adapter.get(), req.prompt));
+  // Unset parameters take the engine's defaults (planners read only their own).
+  KvSharingParams params = req.kv_sharing_params;
+  if (!params.ratio) params.ratio = opts_.kv_sharing_params.ratio;
+  if (!params.recompute_tokens) params.recompute_tokens = opts_.kv_sharing_params.recompute_tokens;
+  if (!params.check_layer) params.check_layer = opts_.kv_sharing_params.check_layer;
+  if (!params.min_segment_tokens) params.min_segment_tokens = opts_.kv_sharing_params.min_segment_tokens;
+  // Prompt logprobs need every prompt row computed: no segment reuse there.
+  // An ICaRus decoder row pairs with its encoder row: no reuse either.
+  std::unique_ptr<ReusePlanner> planner;
+  if (req.prompt_logprobs < 0 && !sharing.decoder_row) planner = scheme->make_planner(params);
+  const int32_t min_segment = params.min_segment_tokens.value_or(2 * opts_.block_size);
   if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
     return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
   }
@@ -254,7 +298,8 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     id = next_id_++;
     ++n_queued_;
     ++n_live_;
-    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter), sharing});
+    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter), sharing,
+                             std::move(planner), min_segment});
   }
   wake_.notify_one();
   return id;
@@ -338,6 +383,8 @@ void ServingEngineImpl::loop() {
       it->second.sharing = p.sharing;
       it->second.sharing.adapter = it->second.adapter.get();
       it->second.model = p.req.adapter;
+      it->second.planner = std::move(p.planner);
+      it->second.min_segment = p.min_segment;
       sched_->add(std::move(r));
     }
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
@@ -393,6 +440,8 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     int32_t prompt_pos;  // >= 0: scores prompt token prompt_pos + 1; -1: the row to sample from
   };
   std::vector<LogitRow> logit_rows;  // the rows with logits, in row order (the runner's output order)
+  std::vector<const char*> seq_scheme;  // per Step sequence: its scheme (metrics)
+  std::vector<Live*> seq_live;          // per Step sequence: its request, when the chunk is prompt
   for (const ScheduledSeq& s : out.seqs) {
     SchedRequest* r = s.req;
     auto it = live_.find(r->id);
@@ -407,6 +456,23 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       adapter_index = static_cast<int32_t>(a - step.adapters.begin());
       if (a == step.adapters.end()) step.adapters.push_back(l.sharing.adapter);
     }
+    if (l.planner && l.reuse_looked_up && r->n_preemptions != l.reuse_preemptions) {
+      // Preempted after its segments were copied: the recompute is a plain,
+      // exact one (the copies are gone with the blocks).
+      l.planner.reset();
+    }
+    if (l.planner && s.begin < l.n_prompt) {
+      seq_scheme.push_back(l.sharing.scheme);
+    seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
+      seq_live.push_back(&l);
+      plan_reuse(s, l, adapter_index, &step);
+      const StepSeq& added = step.seqs.back();
+      for (int32_t i = added.row_begin; i < added.row_end; ++i) {
+        if (step.rows[i].logits) logit_rows.push_back({r->id, -1});
+      }
+      continue;
+    }
+    seq_scheme.push_back(l.sharing.scheme);
     specs.clear();
     sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
     StepSeq q;
@@ -429,7 +495,10 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     q.row_end = static_cast<int32_t>(step.rows.size());
     step.seqs.push_back(std::move(q));
   }
-  Status st = runner_->execute(step, &logits_);
+  StepOutput so;
+  so.logits.swap(logits_);
+  Status st = runner_->execute(step, &so);
+  logits_.swap(so.logits);
   if (!st.is_ok()) {
     for (const ScheduledSeq& s : out.seqs) {
       ServeEvent ev;
@@ -442,6 +511,12 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.steps;
+    for (size_t i = 0; i < seq_scheme.size() && i < so.seq_row_layers.size(); ++i) {
+      stats_.computed_token_layers_by_scheme[seq_scheme[i]] += so.seq_row_layers[i];
+    }
+  }
+  for (size_t i = 0; i < seq_live.size() && i < so.seq_row_layers.size(); ++i) {
+    if (seq_live[i] != nullptr) seq_live[i]->prefill_token_layers += so.seq_row_layers[i];
   }
   const int64_t n_vocab = model_->spec.n_vocab;
   for (size_t j = 0; j < logit_rows.size(); ++j) {
@@ -451,6 +526,107 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     } else {
       on_logits(logit_rows[j].id, row);
     }
+  }
+}
+
+void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
+  SchedRequest* r = s.req;
+  const int32_t bs = opts_.block_size;
+  const int32_t n_prompt = l.n_prompt;
+  if (!l.reuse_looked_up) {
+    // Once, at the first chunk: s.begin is where the exact prefix hit ends
+    // (prefix hits take precedence), so segments are looked for after it.
+    l.reuse_looked_up = true;
+    l.reuse_preemptions = r->n_preemptions;
+    l.reused.assign(n_prompt, 0);
+    l.run_start.assign(n_prompt, -1);
+    l.hits = kv_->find_segments(std::span<const int32_t>(r->tokens.data(), n_prompt), s.begin, r->keys, l.min_segment);
+    for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
+    // K/V from the first reused token on is approximate: never indexed.
+    if (!l.hits.empty()) r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
+  }
+  const int32_t b = s.begin, e = std::min(s.begin + s.n, n_prompt);
+  StepSeq q;
+  q.row_begin = static_cast<int32_t>(step->rows.size());
+  q.blocks = kv_->block_table(r->id);
+  // Copies for the chunk's reused positions. A source block evicted (or
+  // re-allocated, this very step included) since the lookup is not copied:
+  // its whole hit is recomputed.
+  for (const SegmentHit& h : l.hits) {
+    const int32_t lo = std::max(b, h.dst_pos), hi = std::min(e, h.dst_pos + h.n);
+    if (lo >= hi || !l.reused[lo]) continue;
+    if (!kv_->segment_hit_valid(h)) {
+      std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{0});
+      continue;
+    }
+    for (int32_t p = lo; p < hi; ++p) {
+      const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
+      const int64_t dst = int64_t{q.blocks[p / bs]} * bs + p % bs;
+      step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
+    }
+    l.reused_tokens += hi - lo;
+    kv_->segment_hit_used(h);
+  }
+  for (int32_t p = b; p < e; ++p) {
+    l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
+  }
+  ReuseChunk c;
+  c.begin = b;
+  c.n = e - b;
+  c.n_layers = model_->spec.n_layers;
+  c.reused = std::span<const uint8_t>(l.reused.data() + b, c.n);
+  c.run_start = std::span<const int32_t>(l.run_start.data() + b, c.n);
+  std::vector<ReuseRow> want;
+  std::vector<ReuseHook> hooks;
+  l.planner->plan_chunk(c, &want, &hooks);
+  // Rows in position order: every position not reused runs every layer; a
+  // reused one runs where the planner wants it.
+  std::vector<int32_t> row_of(c.n, -1);
+  size_t w = 0;
+  std::sort(want.begin(), want.end(), [](const ReuseRow& x, const ReuseRow& y) { return x.pos < y.pos; });
+  for (int32_t p = b; p < e; ++p) {
+    while (w < want.size() && want[w].pos < p) ++w;
+    const bool planned = w < want.size() && want[w].pos == p;
+    if (l.reused[p] && !planned) continue;
+    TokenRow row;
+    row.token = r->tokens[p];
+    row.pos = p;
+    row.slot = int64_t{q.blocks[p / bs]} * bs + p % bs;
+    row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
+    row.logits = s.sample && p == e - 1;
+    if (l.reused[p]) {
+      row.layer_begin = 0;  // a reused row joining above layer 0 needs a hidden-state snapshot (not kept yet)
+      row.layer_end = want[w].layer_end;
+    }
+    row_of[p - b] = static_cast<int32_t>(step->rows.size());
+    step->rows.push_back(row);
+  }
+  q.row_end = static_cast<int32_t>(step->rows.size());
+  const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
+  step->seqs.push_back(std::move(q));
+  for (ReuseHook& h : hooks) {
+    LayerHook lh;
+    lh.seq = seq_index;
+    lh.layer = h.layer;
+    for (int32_t p : h.colsum_pos) {
+      if (p >= b && p < e && row_of[p - b] >= 0) lh.colsum_rows.push_back(row_of[p - b]);
+    }
+    std::sort(lh.colsum_rows.begin(), lh.colsum_rows.end());
+    // The step outlives the call; its rows give each hooked row's position.
+    lh.fn = [rows = &step->rows, fn = std::move(h.fn)](const HookView& v, std::span<uint8_t> keep) {
+      std::vector<int32_t> pos(v.rows.size());
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = (*rows)[v.rows[i]].pos;
+      ReuseHookView rv;
+      rv.pos = pos;
+      rv.v = v.v;
+      rv.cached_v = v.cached_v;
+      rv.k = v.k;
+      rv.cached_k = v.cached_k;
+      rv.kv_dim = v.kv_dim;
+      rv.colsum = v.colsum;
+      fn(rv, keep);
+    };
+    step->hooks.push_back(std::move(lh));
   }
 }
 
@@ -475,6 +651,8 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     l.ttft_s = seconds(l.submitted, Clock::now());
     ev.prompt_tokens = l.n_prompt;
     ev.cached_tokens = std::max(0, r->n_cached_prompt);
+    ev.reused_tokens = l.reused_tokens;
+    ev.prefill_token_layers = l.prefill_token_layers;
     ev.kv_sharing = l.sharing.scheme;
     ev.queue_s = l.queue_s;
     ev.ttft_s = l.ttft_s;
@@ -487,8 +665,20 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     m.cached_tokens += ev.cached_tokens;
     stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
     stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
+    stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
   }
-  SampleResult sr = l.sampler.sample(logits);
+  const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();
+  SampleResult sr = forced ? logprobs_of(logits, l.forced[l.n_generated], l.sampler.params().n_logprobs)
+                           : l.sampler.sample(logits);
+  if (l.full_logprobs) {
+    // log-softmax over the vocabulary, in double for the sum.
+    std::vector<float>& lp = ev.full_logprobs.emplace_back(logits.begin(), logits.end());
+    const float mx = *std::max_element(lp.begin(), lp.end());
+    double sum = 0;
+    for (float x : lp) sum += std::exp(double{x} - mx);
+    const float lse = mx + static_cast<float>(std::log(sum));
+    for (float& x : lp) x -= lse;
+  }
   const bool stop_id = std::find(l.stop_token_ids.begin(), l.stop_token_ids.end(), sr.id) != l.stop_token_ids.end();
   if (stop_id || (!l.ignore_eos && tokenizer_->is_eog(sr.id))) {
     finish(id, ServeFinish::kStop, std::move(ev));
@@ -520,6 +710,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   ev.finish = why;
   ev.prompt_tokens = l.n_prompt;
   if (SchedRequest* r = sched_->find(id)) ev.cached_tokens = std::max(0, r->n_cached_prompt);
+  ev.reused_tokens = l.reused_tokens;
   ev.completion_tokens = l.n_generated;
   ev.kv_sharing = l.sharing.scheme;
   ev.queue_s = l.queue_s;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -35,6 +36,10 @@ struct SchedRequest {
   // logprobs need every prompt row's logits); it still commits its blocks.
   bool read_cache = true;
   int32_t n_preemptions = 0;
+  // Tokens whose K/V is exact and may be indexed for reuse by others; the
+  // blocks past it are never committed. A scheme that copies approximate K/V
+  // into the sequence (segment reuse) lowers it to the first reused token.
+  int32_t commit_limit = std::numeric_limits<int32_t>::max();
 };
 
 }  // namespace agentkv

@@ -108,12 +108,14 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     SchedRequest* r = s.req;
     r->n_computed = s.begin + s.n;
     if (cfg_.prefix_caching) {
+      // Blocks past commit_limit hold approximate K/V (segment reuse): never indexed.
+      const int32_t n_exact = std::min(r->n_computed, r->commit_limit);
       if (r->lineage_block > 0) {
         // Base-lineage blocks first; the second call picks up from the next block.
-        const int32_t n_base = std::min(r->n_computed, r->lineage_block * kv_->block_size());
+        const int32_t n_base = std::min(n_exact, r->lineage_block * kv_->block_size());
         kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_base), r->base_keys);
       }
-      kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), r->keys);
+      kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_exact), r->keys);
     }
   }
 }

@@ -96,6 +96,7 @@ struct ChoiceState {
   LatencyRecorder latency{nullptr};
   int prompt_tokens = 0;
   int cached_tokens = 0;
+  int reused_tokens = 0;
   int completion_tokens = 0;
   std::string kv_sharing;
 };
@@ -170,6 +171,7 @@ struct Job {
     ch.latency.on_event(te);
     if (e.prompt_tokens > 0) ch.prompt_tokens = e.prompt_tokens;
     if (e.cached_tokens > 0) ch.cached_tokens = e.cached_tokens;
+    if (e.reused_tokens > 0) ch.reused_tokens = e.reused_tokens;
     if (!e.kv_sharing.empty()) ch.kv_sharing = e.kv_sharing;
     if (!e.prompt_logprobs.empty()) ch.prompt_logprobs = e.prompt_logprobs;
     if (e.finish != ServeFinish::kNone) {
@@ -200,6 +202,7 @@ struct Job {
       if (c % static_cast<std::size_t>(prep.n) == 0) {
         u.prompt_tokens += n_prompt;
         u.cached_tokens += ch.cached_tokens;
+        u.reused_tokens += ch.reused_tokens;
       }
       u.completion_tokens += ch.completion_tokens;
       if (ch.submitted) u.prefilled_tokens += n_prompt - ch.cached_tokens;

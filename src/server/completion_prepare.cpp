@@ -60,10 +60,10 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
   p.model = base.adapter.empty() ? env.model_name : base.adapter;
   if (sf.kv_sharing) {
     if (!is_kv_sharing_scheme(*sf.kv_sharing)) {
-      return bad_request("kv_sharing",
-                         "unknown kv_sharing '" + *sf.kv_sharing + "'; expected none, alora or icarus");
+      return bad_request("kv_sharing", "unknown kv_sharing '" + *sf.kv_sharing + "'; expected " + kv_sharing_scheme_list());
     }
     base.kv_sharing = *sf.kv_sharing;
+    base.kv_sharing_params = sf.kv_sharing_params;
   }
   SamplingParams& sp = base.sampling;
   sp.temperature = sf.temperature;

@@ -13,6 +13,7 @@
 #include "server/models_handler.h"
 #include "server/openai_response.h"
 #include "server/tokenize_handler.h"
+#include "sharing/scheme.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -389,9 +390,11 @@ void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingS
     metrics_.model_cached_tokens(model);
     metrics_.model_completion_tokens(model);
   }
-  for (const char* scheme : {"none", "alora", "icarus"}) {
+  for (const char* scheme : sharing_scheme_names()) {
     metrics_.scheme_prompt_tokens(scheme);
     metrics_.scheme_cached_tokens(scheme);
+    metrics_.scheme_reused_tokens(scheme);
+    metrics_.scheme_computed_token_layers(scheme);
   }
   for (const auto& [name, a] : st.per_model) {
     const std::string& model = name.empty() ? cfg_.model_name : name;
@@ -402,6 +405,10 @@ void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingS
   }
   for (const auto& [scheme, n] : st.prompt_tokens_by_scheme) sync_counter(metrics_.scheme_prompt_tokens(scheme), n);
   for (const auto& [scheme, n] : st.cached_tokens_by_scheme) sync_counter(metrics_.scheme_cached_tokens(scheme), n);
+  for (const auto& [scheme, n] : st.reused_tokens_by_scheme) sync_counter(metrics_.scheme_reused_tokens(scheme), n);
+  for (const auto& [scheme, n] : st.computed_token_layers_by_scheme) {
+    sync_counter(metrics_.scheme_computed_token_layers(scheme), n);
+  }
 }
 
 void HttpServer::handle_metrics(httplib::Response& res) {

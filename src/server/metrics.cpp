@@ -254,4 +254,16 @@ Counter& ServerMetrics::scheme_cached_tokens(const std::string& scheme) {
                            "Prompt tokens served from the KV cache, by KV-sharing scheme.", {{"scheme", scheme}});
 }
 
+Counter& ServerMetrics::scheme_reused_tokens(const std::string& scheme) {
+  return registry_.counter("agentkv_scheme_reused_tokens_total",
+                           "Prompt tokens whose K/V was copied from a cached segment, by KV-sharing scheme.",
+                           {{"scheme", scheme}});
+}
+
+Counter& ServerMetrics::scheme_computed_token_layers(const std::string& scheme) {
+  return registry_.counter("agentkv_scheme_computed_token_layers_total",
+                           "K/V entries computed (token rows times layers), by KV-sharing scheme.",
+                           {{"scheme", scheme}});
+}
+
 }  // namespace agentkv::server

@@ -113,6 +113,9 @@ struct ServerMetrics {
   // Per KV-sharing scheme (none, alora, icarus):
   Counter& scheme_prompt_tokens(const std::string& scheme);  // agentkv_scheme_prompt_tokens_total{scheme}
   Counter& scheme_cached_tokens(const std::string& scheme);  // agentkv_scheme_cached_tokens_total{scheme}
+  Counter& scheme_reused_tokens(const std::string& scheme);  // agentkv_scheme_reused_tokens_total{scheme}
+  // agentkv_scheme_computed_token_layers_total{scheme}: K/V entries computed (rows x layers)
+  Counter& scheme_computed_token_layers(const std::string& scheme);
   Histogram& queue_seconds;
   Histogram& prefill_seconds;
   Histogram& decode_seconds;

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "server/adapter_path.h"
+#include "sharing/scheme.h"
 
 namespace agentkv::server {
 namespace {
@@ -55,7 +56,16 @@ ApiError adapter_not_found(const std::string& name) {
 
 bool is_adapter_kind(std::string_view s) { return s == "lora" || s == "alora" || s == "icarus"; }
 
-bool is_kv_sharing_scheme(std::string_view s) { return s == "none" || s == "alora" || s == "icarus"; }
+bool is_kv_sharing_scheme(std::string_view s) { return sharing_scheme_get(s) != nullptr; }
+
+std::string kv_sharing_scheme_list() {
+  std::string t;
+  for (const char* n : sharing_scheme_names()) {
+    if (!t.empty()) t += ", ";
+    t += n;
+  }
+  return t;
+}
 
 std::vector<std::string> served_model_names(const ServingEngine& engine, const std::string& base_name) {
   std::vector<std::string> names = {base_name};

@@ -157,6 +157,49 @@ MaybeError read_number(const json& obj, const char* key, double lo, double hi, b
   return std::nullopt;
 }
 
+// "kv_sharing": "name" or {"scheme": "name", parameters...} (agentkv extension).
+MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
+  const json* v = field(obj, "kv_sharing");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    s.kv_sharing = v->get<std::string>();
+  } else if (v->is_object()) {
+    for (const auto& [key, val] : v->items()) {
+      (void)val;
+      if (key != "scheme" && key != "ratio" && key != "recompute_tokens" && key != "check_layer" &&
+          key != "min_segment_tokens") {
+        return bad_request("kv_sharing." + key, "unknown kv_sharing parameter '" + key +
+                                                    "' (expected scheme, ratio, recompute_tokens, check_layer, "
+                                                    "min_segment_tokens)");
+      }
+    }
+    const json* name = field(*v, "scheme");
+    if (!name) return bad_request("kv_sharing.scheme", "kv_sharing as an object needs a \"scheme\"");
+    if (!name->is_string()) return wrong_type("kv_sharing.scheme", "a string", *name);
+    s.kv_sharing = name->get<std::string>();
+    KvSharingParams& p = s.kv_sharing_params;
+    if (const json* r = field(*v, "ratio")) {
+      if (!r->is_number()) return wrong_type("kv_sharing.ratio", "a number", *r);
+      p.ratio = r->get<double>();
+    }
+    const std::pair<const char*, std::optional<int32_t>*> ints[] = {{"recompute_tokens", &p.recompute_tokens},
+                                                                    {"check_layer", &p.check_layer},
+                                                                    {"min_segment_tokens", &p.min_segment_tokens}};
+    for (const auto& [key, dst] : ints) {
+      const json* n = field(*v, key);
+      if (!n) continue;
+      int64_t x = 0;
+      const std::string param = std::string("kv_sharing.") + key;
+      AKV_API_TRY(read_int(*n, param, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), x));
+      *dst = static_cast<int32_t>(x);
+    }
+  } else {
+    return wrong_type("kv_sharing", "a string or an object", *v);
+  }
+  if (s.kv_sharing->empty()) return bad_request("kv_sharing", "kv_sharing must not be empty");
+  return std::nullopt;
+}
+
 MaybeError read_max_tokens(const json& obj, const char* key, const RequestLimits& limits, std::optional<int>& out) {
   const json* v = field(obj, key);
   if (!v) return std::nullopt;
@@ -312,8 +355,7 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   }
   AKV_API_TRY(read_string(obj, "cache_salt", s.cache_salt));
   if (s.cache_salt && s.cache_salt->empty()) return bad_request("cache_salt", "cache_salt must not be empty");
-  AKV_API_TRY(read_string(obj, "kv_sharing", s.kv_sharing));
-  if (s.kv_sharing && s.kv_sharing->empty()) return bad_request("kv_sharing", "kv_sharing must not be empty");
+  AKV_API_TRY(read_kv_sharing(obj, s));
   return std::nullopt;
 }
 

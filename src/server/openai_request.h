@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+
+#include "agentkv/kv_sharing_params.h"
 #include <string>
 #include <string_view>
 #include <utility>
@@ -61,7 +63,11 @@ struct SamplingFields {
   bool stream = false;
   bool include_usage = false;             // stream_options.include_usage
   std::optional<std::string> cache_salt;  // non-empty when present
-  std::optional<std::string> kv_sharing;  // scheme name, validated by the caller
+  // "kv_sharing": a scheme name, or {"scheme": name, "ratio": x,
+  // "recompute_tokens": n, "check_layer": n, "min_segment_tokens": n}.
+  // Types are checked here; names and ranges by the caller and the engine.
+  std::optional<std::string> kv_sharing;
+  KvSharingParams kv_sharing_params;
 };
 
 // One prompt of a completions request: text, or token ids.

@@ -34,6 +34,7 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int reused_tokens = 0;  // prompt tokens whose K/V came from a cached segment (segment reuse)
   // agentkv extensions (omitted when unset):
   std::string kv_sharing = {};  // "usage.kv_sharing": the scheme applied to the request
   int prefilled_tokens = -1;  // "prompt_tokens_details.prefilled_tokens": prompt tokens the model

@@ -29,6 +29,7 @@ struct Outcome {
   std::vector<std::vector<float>> top;         // top-N logprobs per token
   ServeFinish finish = ServeFinish::kNone;
   int32_t cached = 0;
+  int32_t reused = 0;  // prompt tokens copied from cached segments
   std::string text;
   std::string error;
 };
@@ -52,7 +53,7 @@ inline std::vector<Outcome> serve_requests(ServingEngine& eng, std::vector<Serve
         o.top.push_back(std::move(t));
       }
       o.text += ev.text;
-      if (ev.prompt_tokens) o.cached = ev.cached_tokens;
+      if (ev.prompt_tokens) o.cached = ev.cached_tokens, o.reused = ev.reused_tokens;
       if (ev.finish != ServeFinish::kNone) {
         o.finish = ev.finish;
         o.error = ev.error;

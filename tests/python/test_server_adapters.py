@@ -199,6 +199,46 @@ def test_bad_kv_sharing_is_400(server, value):
     assert_openai_error(status, data, 400, param="kv_sharing")
 
 
+@pytest.mark.parametrize("value,param,words", [
+    ({"scheme": "blend"}, "kv_sharing", "unknown kv_sharing"),
+    ({"ratio": 0.2}, "kv_sharing.scheme", "scheme"),
+    ({"scheme": "cacheblend", "ratio": "high"}, "kv_sharing.ratio", "number"),
+    ({"scheme": "cacheblend", "bogus": 1}, "kv_sharing.bogus", "unknown kv_sharing parameter"),
+    ({"scheme": "epic", "recompute_tokens": 1.5}, "kv_sharing.recompute_tokens", "integer"),
+    ({"scheme": "cacheblend", "ratio": 1.5}, None, "ratio must be in [0, 1]"),
+    ({"scheme": "cacheblend", "ratio": -0.1}, None, "ratio must be in [0, 1]"),
+    ({"scheme": "epic", "recompute_tokens": -1}, None, "recompute_tokens must be >= 0"),
+    ({"scheme": "naive", "ratio": 0.3}, None, "takes no 'ratio'"),
+    ({"scheme": "cacheblend", "recompute_tokens": 8}, None, "takes no 'recompute_tokens'"),
+    ({"scheme": "none", "ratio": 0.3}, None, "takes no parameters"),
+])
+def test_bad_segment_reuse_parameters_are_400_and_the_server_goes_on(server, client, value, param, words):
+    status, data = server.post_json("/v1/completions", {"prompt": "x", "max_tokens": 1, "kv_sharing": value},
+                                    api_key=KEY)
+    err = assert_openai_error(status, data, 400, param=param)
+    assert words in err["message"], err
+    r = client.completions.create(prompt="Hello", max_tokens=1, temperature=0)
+    assert r.choices[0].finish_reason in ("length", "stop")
+
+
+def test_segment_reuse_reports_reused_tokens(server, client):
+    """A document cached by one request is reused inside another prompt,
+    behind another prefix: usage says how many prompt tokens were copied."""
+    doc = " ".join(f"Fact {i}: the river number {i} flows north past the old mill." for i in range(12))
+    client.completions.create(prompt="Notes. " + doc, max_tokens=1, temperature=0)
+    for scheme in ({"scheme": "naive"}, {"scheme": "epic", "recompute_tokens": 8},
+                   {"scheme": "cacheblend", "ratio": 0.2}):
+        r = client.completions.create(prompt="A different start, then: " + doc + " Which river flows north?",
+                                      max_tokens=2, temperature=0, extra_body={"kv_sharing": scheme})
+        details = r.usage.model_dump()["prompt_tokens_details"]
+        assert details.get("reused_tokens", 0) >= 64, (scheme, details)
+        assert applied(r.usage) == scheme["scheme"]
+    m = server.metrics()
+    for name in ("naive", "epic", "cacheblend"):
+        assert metric(m, "agentkv_scheme_reused_tokens_total", scheme=name) >= 64, name
+        assert metric(m, "agentkv_scheme_computed_token_layers_total", scheme=name) > 0, name
+
+
 # -- /v1/models ------------------------------------------------------------------------
 
 
