@@ -18,5 +18,6 @@ void register_tokenize(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_bench_agents(CLI::App& app);
+void register_bench_fidelity(CLI::App& app);
 
 }  // namespace agentkv::cli

@@ -1,0 +1,191 @@
+#include "bench/fidelity.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+
+#include "agentkv/serving.h"
+#include "tokenizer/tokenizer.h"
+
+namespace agentkv {
+
+namespace {
+
+struct RunOut {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> lps;  // full log-softmax per generated position
+  std::string text;
+  double ttft_s = 0;
+  int32_t reused = 0;
+  int64_t prefill_token_layers = 0;
+  std::string error;
+};
+
+RunOut run_one(ServingEngine& e, ServeRequest req) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  RunOut out;
+  auto id = e.submit(std::move(req), [&](ServeEvent&& ev) {
+    std::lock_guard<std::mutex> lk(mu);
+    for (const SampleResult& s : ev.samples) out.tokens.push_back(s.id);
+    for (auto& lp : ev.full_logprobs) out.lps.push_back(std::move(lp));
+    out.text += ev.text;
+    if (ev.prompt_tokens > 0 && out.ttft_s == 0) {
+      out.ttft_s = ev.ttft_s;
+      out.reused = ev.reused_tokens;
+      out.prefill_token_layers = ev.prefill_token_layers;
+    }
+    if (ev.finish != ServeFinish::kNone) {
+      if (ev.finish == ServeFinish::kError) out.error = ev.error;
+      done = true;
+      cv.notify_all();
+    }
+  });
+  if (!id.is_ok()) {
+    out.error = id.status().message();
+    return out;
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return done; });
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// KL(p || q) of two log-distributions, in nats.
+double kl(const std::vector<float>& lp, const std::vector<float>& lq) {
+  double s = 0;
+  for (size_t i = 0; i < lp.size() && i < lq.size(); ++i) {
+    const double p = std::exp(double{lp[i]});
+    if (p > 0) s += p * (double{lp[i]} - double{lq[i]});
+  }
+  return std::max(s, 0.0);
+}
+
+struct Acc {
+  std::vector<double> kl, speedup, ttft, reuse, reused;
+  int64_t top1 = 0, positions = 0, exact = 0, correct = 0, prompts = 0;
+};
+
+FidelityRow finish_row(const std::string& label, const Acc& a) {
+  FidelityRow r;
+  r.label = label;
+  const double n = std::max<double>(static_cast<double>(a.prompts), 1);
+  for (double x : a.kl) r.mean_kl += x / n, r.max_kl = std::max(r.max_kl, x);
+  r.top1 = a.positions ? double(a.top1) / double(a.positions) : 0;
+  r.exact = double(a.exact) / n;
+  for (double x : a.reuse) r.reuse += x / n;
+  for (double x : a.reused) r.reused_tokens += x / n;
+  r.ttft_s = median(a.ttft);
+  r.speedup = median(a.speedup);
+  r.accuracy = double(a.correct) / n;
+  return r;
+}
+
+}  // namespace
+
+Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
+  ServingOptions so;
+  so.model_path = o.model_path;
+  so.n_threads = o.n_threads;
+  so.block_size = o.block_size;
+  so.kv_cache_mb = o.kv_cache_mb;
+  so.max_batch_tokens = 16384;  // one chunk per prompt: selection sees the whole prompt
+  so.prefix_caching = false;
+  AKV_ASSIGN_OR_RETURN(auto full_eng, create_serving_engine(so));
+  so.prefix_caching = true;
+  AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
+  const Tokenizer& tok = eng->tokenizer();
+  const std::vector<FidelityTask> tasks = make_fidelity_tasks(tok, o.tasks);
+  FidelityReport rep;
+  Acc full_acc;
+  std::vector<Acc> acc(o.schemes.size());
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const FidelityTask& t = tasks[i];
+    const std::vector<int32_t> prompt = t.prompt();
+    if (i == 0) rep.prompt_tokens = static_cast<int32_t>(prompt.size());
+    const std::string tenant = "fidelity-" + std::to_string(i);
+    auto base_req = [&](int max_tokens) {
+      ServeRequest r;
+      r.prompt = prompt;
+      r.max_tokens = max_tokens;
+      r.ignore_eos = true;
+      r.tenant = tenant;
+      return r;
+    };
+    ServeRequest fr = base_req(o.gen_tokens);
+    fr.full_logprobs = true;
+    RunOut ref = run_one(*full_eng, std::move(fr));
+    if (!ref.error.empty()) return make_error(ErrorCode::kInternal, "full prefill: ", ref.error);
+    ++full_acc.prompts;
+    full_acc.ttft.push_back(ref.ttft_s);
+    full_acc.correct += ref.text.find(t.passkey) != std::string::npos;
+    if (o.progress) {
+      o.progress("prompt " + std::to_string(i + 1) + "/" + std::to_string(tasks.size()) + " (" +
+                 std::to_string(prompt.size()) + " tokens): full TTFT " + std::to_string(ref.ttft_s) + " s");
+    }
+    for (size_t k = 0; k < o.schemes.size(); ++k) {
+      const FidelityScheme& sc = o.schemes[k];
+      // Each scheme starts from the same cache state: the documents cached
+      // alone, in the task's order, under a namespace of its own.
+      const std::string ns = tenant + "/" + std::to_string(k);
+      for (int32_t d : t.cache_order) {
+        ServeRequest c;
+        c.prompt = t.head;
+        c.prompt.insert(c.prompt.end(), t.docs[d].begin(), t.docs[d].end());
+        c.max_tokens = 1;
+        c.tenant = ns;
+        run_one(*eng, std::move(c));
+      }
+      ServeRequest tf = base_req(o.gen_tokens);
+      tf.tenant = ns;
+      tf.kv_sharing = sc.scheme;
+      tf.kv_sharing_params = sc.params;
+      tf.forced_tokens = ref.tokens;
+      tf.full_logprobs = true;
+      RunOut forced = run_one(*eng, std::move(tf));
+      if (!forced.error.empty()) return make_error(ErrorCode::kInternal, sc.label, ": ", forced.error);
+      // The free-running greedy run may hit the prefix blocks the forced run
+      // committed (the chat header), as any later agent would.
+      ServeRequest gr = base_req(o.gen_tokens);
+      gr.tenant = ns;
+      gr.kv_sharing = sc.scheme;
+      gr.kv_sharing_params = sc.params;
+      RunOut greedy = run_one(*eng, std::move(gr));
+      Acc& a = acc[k];
+      ++a.prompts;
+      double sum_kl = 0;
+      const size_t n = std::min(ref.lps.size(), forced.lps.size());
+      for (size_t j = 0; j < n; ++j) {
+        sum_kl += kl(ref.lps[j], forced.lps[j]);
+        const auto& q = forced.lps[j];
+        const int32_t top = static_cast<int32_t>(std::max_element(q.begin(), q.end()) - q.begin());
+        a.top1 += top == ref.tokens[j];
+        ++a.positions;
+      }
+      a.kl.push_back(n ? sum_kl / double(n) : 0);
+      a.exact += greedy.tokens == ref.tokens;
+      a.correct += greedy.text.find(t.passkey) != std::string::npos;
+      a.ttft.push_back(forced.ttft_s);
+      a.speedup.push_back(ref.ttft_s / std::max(forced.ttft_s, 1e-9));
+      // The reference engine has no cache: its prefill computed every entry.
+      const double dense = double(std::max<int64_t>(ref.prefill_token_layers, 1));
+      a.reuse.push_back(1.0 - double(forced.prefill_token_layers) / dense);
+      a.reused.push_back(forced.reused);
+    }
+  }
+  rep.full = finish_row("full", full_acc);
+  rep.full.top1 = 1, rep.full.exact = 1, rep.full.speedup = 1;
+  for (size_t k = 0; k < o.schemes.size(); ++k) rep.rows.push_back(finish_row(o.schemes[k].label, acc[k]));
+  return rep;
+}
+
+}  // namespace agentkv

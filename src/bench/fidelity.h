@@ -1,0 +1,61 @@
+// `agentkv bench-fidelity`: what an approximate KV-sharing scheme costs in
+// quality and buys in time, against full recomputation on the same prompts
+// (DESIGN.md §4, "measured, not assumed"). Per prompt: full prefill on an
+// engine with no cache (the reference: greedy tokens and full next-token
+// distributions), then on a second engine the prompt's documents are cached
+// alone, in another order, and each scheme runs twice: teacher-forced on the
+// reference's tokens (KL and top-1 agreement over the generated positions,
+// TTFT) and free-running greedy (exact match, task accuracy). Schemes run
+// interleaved with the reference, prompt by prompt.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "agentkv/kv_sharing_params.h"
+#include "bench/fidelity_tasks.h"
+#include "util/status.h"
+
+namespace agentkv {
+
+struct FidelityScheme {
+  std::string label;   // as printed, e.g. "cacheblend r=0.15"
+  std::string scheme;  // kv_sharing name
+  KvSharingParams params;
+};
+
+struct FidelityOptions {
+  std::string model_path;
+  int n_threads = 2;
+  int32_t block_size = 16;
+  int64_t kv_cache_mb = 1024;
+  int32_t gen_tokens = 32;
+  FidelityTaskOptions tasks;
+  std::vector<FidelityScheme> schemes;
+  std::function<void(const std::string&)> progress;
+};
+
+struct FidelityRow {
+  std::string label;
+  double mean_kl = 0;          // mean over prompts of the mean KL(full || scheme) over generated positions
+  double max_kl = 0;           // the worst prompt's mean
+  double top1 = 0;             // share of positions whose argmax is the reference token
+  double exact = 0;            // share of prompts whose greedy tokens all equal the reference's
+  double reuse = 0;            // mean share of prompt token x layer K/V entries not computed
+  double reused_tokens = 0;    // mean prompt tokens copied from segments
+  double ttft_s = 0;           // median TTFT of the teacher-forced run
+  double speedup = 0;          // median over prompts of TTFT(full) / TTFT(scheme)
+  double accuracy = 0;         // share of prompts whose greedy answer contains the pass key
+};
+
+struct FidelityReport {
+  int32_t prompt_tokens = 0;   // of the first prompt
+  FidelityRow full;            // the reference (KL 0, reuse 0)
+  std::vector<FidelityRow> rows;
+};
+
+Result<FidelityReport> run_fidelity(const FidelityOptions& o);
+
+}  // namespace agentkv
