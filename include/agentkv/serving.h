@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/sampler.h"
+#include "agentkv/sampling.h"
 #include "util/status.h"
 
 namespace agentkv {

@@ -16,6 +16,7 @@
 #include "kv/kv_storage.h"
 #include "runtime/loaded_model.h"
 #include "runtime/runner.h"
+#include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
 #include "sharing/scheme.h"
