@@ -45,6 +45,16 @@ struct ServeRequest {
   // "none", "alora" or "icarus" (kInvalidArgument otherwise). A scheme only
   // changes what adapters of its own kind share; others behave as "none".
   std::string kv_sharing;
+  // Hooks for `agentkv logits`, which checks this engine's forward pass
+  // against an independent reference (tests/python/test_logits.py):
+  // return_logits: every event that samples a token also carries the raw
+  // logits row it sampled from (ServeEvent::logits); with max_tokens 1 that
+  // is the last prompt position's row.
+  bool return_logits = false;
+  // >= 0: prompt tokens from this index on are computed one per step, as
+  // decode computes generated tokens, instead of in prefill chunks (the
+  // chunk before stops at this index); exercises the KV cache path. -1: off.
+  int32_t one_per_step_from = -1;
 };
 
 enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
@@ -69,6 +79,10 @@ struct ServeEvent {
                                       // not apply to the adapter's kind (ICaRus for a plain LoRA)
   double queue_s = 0;                 // submit -> first scheduled
   double ttft_s = 0;                  // submit -> first token
+  // ServeRequest::return_logits only: the n_vocab raw logits the event's
+  // token was sampled from (also when that token ended the request unemitted,
+  // e.g. end-of-generation).
+  std::vector<float> logits;
 };
 
 // Called on the engine thread. It must not block and must not call back into
@@ -80,6 +94,8 @@ struct ServingOptions {
   int n_threads = 2;
   int32_t block_size = 16;
   int64_t kv_cache_mb = 256;          // KV pool budget; sets the number of blocks
+  int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
+                                      // the CLI's --ctx-size
   int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)
   int32_t max_batch_tokens = 512;     // token rows per step (chunked prefill)
   int32_t max_running = 64;           // sequences in one step

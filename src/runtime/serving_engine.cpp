@@ -41,6 +41,7 @@ struct Live {
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
   int32_t prompt_logprobs = -1;
+  bool return_logits = false;
   std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
   int32_t n_prompt = 0;
   int32_t n_generated = 0;
@@ -56,7 +57,7 @@ struct Live {
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
         ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
-        n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t) {
+        return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t) {
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
@@ -161,7 +162,9 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
 
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size};
-  const int64_t n_blocks = opts.kv_cache_mb * (int64_t{1} << 20) / g.block_bytes();
+  const int64_t n_blocks = opts.kv_cache_tokens > 0
+                               ? (opts.kv_cache_tokens + opts.block_size - 1) / opts.block_size
+                               : opts.kv_cache_mb * (int64_t{1} << 20) / g.block_bytes();
   if (n_blocks < 1) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb ", opts.kv_cache_mb, " holds no KV block (one block is ",
                       g.block_bytes(), " bytes); raise it");
@@ -328,6 +331,7 @@ void ServingEngineImpl::loop() {
       r->base_keys.cache_salt = p.req.cache_salt;
       r->keys = r->base_keys;
       r->read_cache = p.req.prompt_logprobs < 0;
+      r->one_per_step_from = p.req.one_per_step_from;
       const int32_t from = p.sharing.lineage_from;
       if (from != kNever) {
         r->keys.lineage = p.adapter->id;
@@ -489,6 +493,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
     stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
   }
+  if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
   SampleResult sr = l.sampler.sample(logits);
   const bool stop_id = std::find(l.stop_token_ids.begin(), l.stop_token_ids.end(), sr.id) != l.stop_token_ids.end();
   if (stop_id || (!l.ignore_eos && tokenizer_->is_eog(sr.id))) {

@@ -8,8 +8,9 @@
 
 #include "../ci_required.h"
 
-#include <condition_variable>
+#include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -135,6 +136,40 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
     expect_same(served[i], serve_all(*eng, {shared[i]}, 6)[0], "shared-prefix request " + std::to_string(i));
     expect_same(served[i], run_alone(shared[i], 6), "shared-prefix request " + std::to_string(i) + " vs Engine");
   }
+}
+
+// The hooks `agentkv logits` uses (tests/python/test_logits.py checks its
+// output against a reference): each sampled token's raw logits row, and the
+// prompt tail fed one token per step through the KV cache.
+TEST_F(ServingExact, ReturnedLogitsAndOnePerStepPromptTail) {
+  auto eng = make(false);
+  ASSERT_NE(eng, nullptr);
+  auto p = shared_prefix_prompts(eng->tokenizer())[13];
+  ASSERT_GT(p.size(), 20u);
+  ServeRequest req = greedy_request(p, 4);
+  req.return_logits = true;
+  const int64_t steps0 = eng->stats().steps;
+  auto plain = serve_requests(*eng, {req});
+  const int64_t steps1 = eng->stats().steps;
+  ASSERT_EQ(plain[0].tokens.size(), 4u);
+  ASSERT_EQ(plain[0].logits.size(), 4u);
+  for (size_t t = 0; t < 4; ++t) {
+    const std::vector<float>& row = plain[0].logits[t];
+    ASSERT_EQ(row.size(), static_cast<size_t>(eng->vocab_size()));
+    EXPECT_EQ(std::max_element(row.begin(), row.end()) - row.begin(), plain[0].tokens[t])
+        << "greedy is the argmax";
+    double z = 0;
+    const float mx = *std::max_element(row.begin(), row.end());
+    for (float x : row) z += std::exp(double(x) - mx);
+    EXPECT_NEAR(plain[0].logprobs[t], -std::log(z), 1e-4) << "the logprob of the argmax";
+  }
+  EXPECT_EQ(steps1 - steps0, 1 + 3) << "the prompt in one step, then three decode steps";
+
+  req.one_per_step_from = static_cast<int32_t>(p.size()) - 5;
+  auto tail = serve_requests(*eng, {req});
+  EXPECT_EQ(eng->stats().steps - steps1, 1 + 5 + 3) << "one chunk, five one-token steps, three decode steps";
+  expect_same(plain[0], tail[0], "prompt tail one per step");
+  EXPECT_EQ(plain[0].logits, tail[0].logits);
 }
 
 TEST_F(ServingExact, TenantsNeverShareBlocks) {
