@@ -1,9 +1,9 @@
 // The serving engine on the real model: continuous batching, chunked prefill,
 // prefix hits and preemption must not change what a request computes. Greedy
 // tokens and logprobs are bitwise identical whether the prefix cache is on or
-// off, whether requests share steps or run alone through the single-sequence
-// Engine. Skipped when the model file is absent
-// (scripts/setup.sh fetches it).
+// off, whether requests share steps or each runs alone (one sequence per
+// step, the whole prompt in one step, no cache). Skipped when the model file
+// is absent (scripts/setup.sh fetches it).
 #include <gtest/gtest.h>
 
 #include "../ci_required.h"
@@ -16,7 +16,6 @@
 #include <map>
 #include <mutex>
 
-#include "agentkv/engine.h"
 #include "agentkv/serving.h"
 #include "serving_util.h"
 #include "tokenizer/tokenizer.h"
@@ -31,12 +30,14 @@ class ServingExact : public ::testing::Test {
   void SetUp() override {
     AGENTKV_REQUIRE(!std::filesystem::exists(model_path()), "model not found: " << model_path());
   }
-  std::unique_ptr<ServingEngine> make(bool prefix_caching, int32_t kv_mb = 64, int32_t budget = 256) {
+  std::unique_ptr<ServingEngine> make(bool prefix_caching, int32_t kv_mb = 64, int32_t budget = 256,
+                                      int32_t max_running = 64) {
     ServingOptions o;
     o.model_path = model_path();
     o.n_threads = 2;
     o.kv_cache_mb = kv_mb;
     o.max_batch_tokens = budget;
+    o.max_running = max_running;
     o.prefix_caching = prefix_caching;
     auto e = create_serving_engine(o);
     EXPECT_TRUE(e.is_ok()) << e.status().message();
@@ -81,30 +82,17 @@ TEST_F(ServingExact, FiftySharedPrefixRequestsCacheOnEqualsCacheOff) {
 }
 
 TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
-  // Alone: the single-sequence Engine (no scheduler, no batching, no cache).
-  EngineOptions eo;
-  eo.model_path = model_path();
-  eo.n_threads = 2;
-  auto alone_engine = Engine::create(eo);
-  ASSERT_TRUE(alone_engine.is_ok()) << alone_engine.status().message();
-  const Tokenizer& tok = (*alone_engine)->tokenizer();
+  // Alone: a fresh engine with no prefix cache that runs one sequence per
+  // step and takes each whole prompt in one step (no chunking), fed one
+  // request at a time, so nothing else ever shares its steps.
+  auto alone = make(false, 64, 512, /*max_running=*/1);
+  ASSERT_NE(alone, nullptr);
+  const Tokenizer& tok = alone->tokenizer();
   auto run_alone = [&](const std::vector<int32_t>& p, int max_tokens) {
-    SamplingParams sp;
-    sp.n_logprobs = 3;
-    GenerateOptions g;
-    g.max_tokens = max_tokens;
-    g.ignore_eos = true;
-    auto r = (*alone_engine)->generate(p, sp, g);
-    EXPECT_TRUE(r.is_ok());
-    Outcome o;
-    for (const auto& s : r->samples) {
-      o.tokens.push_back(s.id);
-      o.logprobs.push_back(s.logprob);
-      std::vector<float> t;
-      for (const auto& x : s.top) t.push_back(x.logprob);
-      o.top.push_back(std::move(t));
-    }
-    return o;
+    auto out = serve_all(*alone, {p}, max_tokens);
+    EXPECT_EQ(out[0].finish, ServeFinish::kLength);
+    EXPECT_EQ(out[0].cached, 0);
+    return out[0];
   };
 
   // 8 requests of mixed lengths (5 to ~400 tokens) in one engine, cache off,
@@ -124,7 +112,8 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
     // Alone on the same serving engine: one request at a time.
     auto single = serve_all(*eng, {prompts[i]}, 10);
     expect_same(batched[i], single[0], "mixed-length request " + std::to_string(i));
-    expect_same(batched[i], run_alone(prompts[i], 10), "mixed-length request " + std::to_string(i) + " vs Engine");
+    expect_same(batched[i], run_alone(prompts[i], 10),
+                "mixed-length request " + std::to_string(i) + " vs alone");
   }
 
   // And the 50 shared-prefix requests with the cache on, each against itself
@@ -134,7 +123,8 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
   auto served = serve_all(*on, shared, 6);
   for (size_t i = 0; i < shared.size(); ++i) {
     expect_same(served[i], serve_all(*eng, {shared[i]}, 6)[0], "shared-prefix request " + std::to_string(i));
-    expect_same(served[i], run_alone(shared[i], 6), "shared-prefix request " + std::to_string(i) + " vs Engine");
+    expect_same(served[i], run_alone(shared[i], 6),
+                "shared-prefix request " + std::to_string(i) + " vs alone");
   }
 }
 
