@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "agentkv/kv_sharing_params.h"
-#include "runtime/sampler.h"
+#include "agentkv/sampling.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -53,11 +53,19 @@ struct ServeRequest {
   // scheme does not take, or a value out of range, is kInvalidArgument.
   KvSharingParams kv_sharing_params;
   // For benchmarks (not on the HTTP API): the engine emits these tokens in
-  // order instead of sampling (teacher forcing; logprobs are theirs), and
-  // with full_logprobs every event carries the log-softmax over the whole
-  // vocabulary of each position it emits.
+  // order instead of sampling (teacher forcing: the logprobs, and the logits
+  // with return_logits, are those of the forced tokens' positions).
   std::vector<int32_t> forced_tokens;
-  bool full_logprobs = false;
+  // Hooks for `agentkv logits`, which checks this engine's forward pass
+  // against an independent reference (tests/python/test_logits.py):
+  // return_logits: every event that samples a token also carries the raw
+  // logits row it sampled from (ServeEvent::logits); with max_tokens 1 that
+  // is the last prompt position's row.
+  bool return_logits = false;
+  // >= 0: prompt tokens from this index on are computed one per step, as
+  // decode computes generated tokens, instead of in prefill chunks (the
+  // chunk before stops at this index); exercises the KV cache path. -1: off.
+  int32_t one_per_step_from = -1;
 };
 
 enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
@@ -79,12 +87,15 @@ struct ServeEvent {
   int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
   int32_t reused_tokens = 0;          // prompt tokens whose K/V came from a cached segment (segment reuse)
   int64_t prefill_token_layers = 0;   // K/V entries the prompt's prefill computed (rows x layers)
-  std::vector<std::vector<float>> full_logprobs;  // ServeRequest::full_logprobs: one per sample
   int32_t completion_tokens = 0;      // on the last event: tokens generated in all
   std::string kv_sharing;             // the scheme applied: the one asked for, or "none" when it does
                                       // not apply to the adapter's kind (ICaRus for a plain LoRA)
   double queue_s = 0;                 // submit -> first scheduled
   double ttft_s = 0;                  // submit -> first token
+  // ServeRequest::return_logits only: the n_vocab raw logits the event's
+  // token was sampled from (also when that token ended the request unemitted,
+  // e.g. end-of-generation).
+  std::vector<float> logits;
 };
 
 // Called on the engine thread. It must not block and must not call back into
@@ -96,6 +107,8 @@ struct ServingOptions {
   int n_threads = 2;
   int32_t block_size = 16;
   int64_t kv_cache_mb = 256;          // KV pool budget; sets the number of blocks
+  int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
+                                      // the CLI's --ctx-size
   int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)
   int32_t max_batch_tokens = 512;     // token rows per step (chunked prefill)
   int32_t max_running = 64;           // sequences in one step

@@ -13,6 +13,16 @@ namespace agentkv {
 
 namespace {
 
+std::vector<float> log_softmax(const std::vector<float>& logits) {
+  std::vector<float> lp = logits;
+  const float mx = *std::max_element(lp.begin(), lp.end());
+  double sum = 0;
+  for (float x : lp) sum += std::exp(double{x} - mx);
+  const float lse = mx + static_cast<float>(std::log(sum));
+  for (float& x : lp) x -= lse;
+  return lp;
+}
+
 struct RunOut {
   std::vector<int32_t> tokens;
   std::vector<std::vector<float>> lps;  // full log-softmax per generated position
@@ -31,7 +41,7 @@ RunOut run_one(ServingEngine& e, ServeRequest req) {
   auto id = e.submit(std::move(req), [&](ServeEvent&& ev) {
     std::lock_guard<std::mutex> lk(mu);
     for (const SampleResult& s : ev.samples) out.tokens.push_back(s.id);
-    for (auto& lp : ev.full_logprobs) out.lps.push_back(std::move(lp));
+    if (!ev.logits.empty()) out.lps.push_back(log_softmax(ev.logits));
     out.text += ev.text;
     if (ev.prompt_tokens > 0 && out.ttft_s == 0) {
       out.ttft_s = ev.ttft_s;
@@ -122,7 +132,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       return r;
     };
     ServeRequest fr = base_req(o.gen_tokens);
-    fr.full_logprobs = true;
+    fr.return_logits = true;
     RunOut ref = run_one(*full_eng, std::move(fr));
     if (!ref.error.empty()) return make_error(ErrorCode::kInternal, "full prefill: ", ref.error);
     ++full_acc.prompts;
@@ -150,7 +160,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       tf.kv_sharing = sc.scheme;
       tf.kv_sharing_params = sc.params;
       tf.forced_tokens = ref.tokens;
-      tf.full_logprobs = true;
+      tf.return_logits = true;
       RunOut forced = run_one(*eng, std::move(tf));
       if (!forced.error.empty()) return make_error(ErrorCode::kInternal, sc.label, ": ", forced.error);
       // The free-running greedy run may hit the prefix blocks the forced run

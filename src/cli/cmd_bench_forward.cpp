@@ -1,11 +1,15 @@
 // `agentkv bench-forward`: prefill and decode throughput of the forward pass,
-// as a table. Thread counts are interleaved within each repetition so that
-// machine noise hits every configuration alike; medians are reported.
+// as a table, measured through the serving engine (scheduler, runner, KV
+// manager, sampler) that every command runs. Thread counts are interleaved
+// within each repetition so that machine noise hits every configuration
+// alike; medians are reported.
 //
 // With --paired-rank r it measures instead the ICaRus paired decode step
 // (ICaRus App. B, Alg. 3) against a plain decode step at the same context:
 // the encoder row (base, writes K/V) and the decoder row (a rank-r adapter on
-// all seven targets, reads the cache only) in one Step.
+// all seven targets, reads the cache only) in one Step. That one times the
+// runner alone, on hand-built Steps: its control (two rows without the
+// adapter) is a Step no request produces.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -16,19 +20,19 @@
 #include "adapter/adapter.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "kv/block_pool.h"
+#include "cli/generate_serving.h"
+#include "format/gguf.h"
 #include "kv/kv_storage.h"
 #include "model/loader.h"
 #include "model/model_spec.h"
 #include "runtime/runner.h"
-#include "runtime/sequence.h"
 
 namespace agentkv::cli {
 
 namespace {
 
 struct BenchArgs {
-  EngineOptions engine;
+  EngineArgs engine;
   std::vector<int> threads = {1, 2};
   std::vector<int> prompt_lens = {128, 512, 2048};
   int decode_ctx = 512;
@@ -51,24 +55,63 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
   return t;
 }
 
+// One request alone on `engine`, to the end.
+struct Timed {
+  double ttft_s = 0;    // the engine's: submit -> first token (the prefill, plus one sample)
+  double decode_s = 0;  // first token -> last token, as the engine delivered them
+  int32_t n_tokens = 0;
+};
+
+Result<Timed> run_timed(ServingEngine& engine, std::vector<int32_t> prompt, int32_t max_tokens) {
+  ServeRequest req;
+  req.prompt = std::move(prompt);
+  req.max_tokens = max_tokens;
+  req.ignore_eos = true;
+  std::chrono::steady_clock::time_point first, last;
+  bool seen = false;
+  AKV_ASSIGN_OR_RETURN(ServeEvent end, serve_one(engine, std::move(req), [&](const ServeEvent& e, auto at) {
+                         if (e.samples.empty()) return;
+                         if (!seen) first = at;
+                         seen = true;
+                         last = at;
+                       }));
+  if (end.completion_tokens != max_tokens) {
+    return make_error(ErrorCode::kInternal, "the engine generated ", end.completion_tokens, " tokens, not ",
+                      max_tokens);
+  }
+  return Timed{end.ttft_s, std::chrono::duration<double>(last - first).count(), end.completion_tokens};
+}
+
+// Each figure is one request alone on a serving engine (prefix caching off,
+// so a repeated prompt is computed again): prefill = N prompt tokens / the
+// engine's time to first token; decode = the tokens after the first / the
+// time between the first and the last, so the prefill of the context is not
+// in it.
 void run(const BenchArgs& a) {
-  using clock = std::chrono::steady_clock;
-  std::vector<std::unique_ptr<Engine>> engines;
-  int max_len = std::max(a.decode_ctx + a.decode_tokens, *std::max_element(a.prompt_lens.begin(), a.prompt_lens.end()));
+  auto file = GgufFile::open(a.engine.model_path);
+  if (!file.is_ok()) return fail(file.status());
+  auto spec = model_spec_from_gguf(*file);
+  if (!spec.is_ok()) return fail(spec.status().with_context(a.engine.model_path));
+  const ModelSpec& s = *spec;
+  const int max_len =
+      std::max(a.decode_ctx + a.decode_tokens, *std::max_element(a.prompt_lens.begin(), a.prompt_lens.end()));
+  std::vector<std::unique_ptr<ServingEngine>> engines;
   for (int t : a.threads) {
-    EngineOptions o = a.engine;
+    ServingOptions o = serving_options(a.engine);
     o.n_threads = t;
-    o.n_ctx = std::max(o.n_ctx, max_len);
+    o.prefix_caching = false;
+    o.kv_cache_tokens = std::max(a.engine.n_ctx, max_len + 1);  // + 1: the token sampled after the prompt
+    o.max_model_len = static_cast<int32_t>(o.kv_cache_tokens);
     std::fprintf(stderr, "[bench] loading %s with %d thread(s)\n", o.model_path.c_str(), t);
-    auto e = Engine::create(o);
+    auto e = create_serving_engine(o);
     if (!e.is_ok()) return fail(e.status());
     engines.push_back(std::move(e).value());
   }
-  const int n_vocab = engines[0]->spec().n_vocab;
+  const int n_vocab = engines[0]->vocab_size();
   // results[engine][test] = tok/s per rep; tests: prompt lens..., then decode
   const size_t n_tests = a.prompt_lens.size() + 1;
-  std::vector<std::vector<std::vector<double>>> tps(engines.size(), std::vector<std::vector<double>>(n_tests));
-  std::vector<float> logits;
+  std::vector<std::vector<std::vector<double>>> tps(engines.size(),
+                                                    std::vector<std::vector<double>>(n_tests));
   const int total = a.reps * static_cast<int>(engines.size() * n_tests);
   int done = 0;
   auto progress = [&](const char* what, int threads, int n) {
@@ -77,34 +120,25 @@ void run(const BenchArgs& a) {
   };
   // One untimed warm-up per engine: first touch of weights and scratch buffers.
   for (auto& e : engines) {
-    auto seq = e->new_sequence();
-    if (Status st = seq->append(random_tokens(a.prompt_lens[0], n_vocab, 1), &logits); !st.is_ok()) return fail(st);
+    if (auto r = run_timed(*e, random_tokens(a.prompt_lens[0], n_vocab, 1), 2); !r.is_ok())
+      return fail(r.status());
   }
   for (int rep = 0; rep < a.reps; ++rep) {
     for (size_t e = 0; e < engines.size(); ++e) {
       for (size_t i = 0; i < a.prompt_lens.size(); ++i) {
         const int n = a.prompt_lens[i];
         progress("prefill", a.threads[e], n);
-        auto toks = random_tokens(n, n_vocab, 1234 + i);
-        auto seq = engines[e]->new_sequence();
-        auto t0 = clock::now();
-        if (Status st = seq->append(toks, &logits); !st.is_ok()) return fail(st);
-        tps[e][i].push_back(n / std::chrono::duration<double>(clock::now() - t0).count());
+        auto r = run_timed(*engines[e], random_tokens(n, n_vocab, 1234 + i), 1);
+        if (!r.is_ok()) return fail(r.status());
+        tps[e][i].push_back(n / r->ttft_s);
       }
       progress("decode", a.threads[e], a.decode_tokens);
-      auto seq = engines[e]->new_sequence();
-      auto ctx = random_tokens(a.decode_ctx, n_vocab, 99);
-      if (Status st = seq->append(ctx, &logits); !st.is_ok()) return fail(st);
-      auto next = random_tokens(a.decode_tokens, n_vocab, 7);
-      auto t0 = clock::now();
-      for (int32_t tkn : next) {
-        if (Status st = seq->append({&tkn, 1}, &logits); !st.is_ok()) return fail(st);
-      }
-      tps[e][n_tests - 1].push_back(a.decode_tokens / std::chrono::duration<double>(clock::now() - t0).count());
+      auto r = run_timed(*engines[e], random_tokens(a.decode_ctx, n_vocab, 99), a.decode_tokens + 1);
+      if (!r.is_ok()) return fail(r.status());
+      tps[e][n_tests - 1].push_back(a.decode_tokens / r->decode_s);
     }
   }
   std::fprintf(stderr, "\n");
-  const ModelSpec& s = engines[0]->spec();
   std::printf("model: %s (%s, %d layers, d_model %d), backend cpu f32, %d reps, median tok/s\n\n",
               a.engine.model_path.c_str(), std::string(s.arch.name).c_str(), s.n_layers, s.d_model, a.reps);
   std::printf("| test | threads | tok/s (median) | min | max |\n|---|---|---|---|---|\n");

@@ -1,7 +1,8 @@
-// `agentkv generate`: a prompt or a chat message in, streamed text out. With
-// --adapter it runs on the serving engine (see generate_serving.h).
+// `agentkv generate`: a prompt or a chat message in, streamed text out, on the
+// serving engine (see generate_serving.h), optionally with an adapter.
+#include <algorithm>
 #include <cstdio>
-#include <optional>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -16,17 +17,14 @@ namespace agentkv::cli {
 namespace {
 
 struct GenerateArgs {
-  EngineOptions engine;
+  EngineArgs engine;
   std::string prompt;
   std::string chat;
   std::string system;
   std::string chat_template;
-  SamplingParams sampling;
-  GenerateOptions gen;
+  ServingGenerateOptions gen;  // its adapter name comes from `adapter`
   bool stats = false;
-  std::string adapter;     // NAME=PATH[:kind]
-  std::string kv_sharing;  // with adapter: the request's scheme
-  bool base_first = false;
+  std::string adapter;  // NAME=PATH[:kind]
 };
 
 Result<std::vector<int32_t>> build_prompt(const Tokenizer& tok, const GenerateArgs& a) {
@@ -58,73 +56,47 @@ void print_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& sampl
   }
 }
 
-// --adapter: the serving engine with that one adapter registered.
-Status run_serving(const GenerateArgs& a) {
-  AKV_ASSIGN_OR_RETURN(ServingOptions::AdapterSpec spec, server::parse_adapter_spec(a.adapter));
-  AKV_RETURN_IF_ERROR(server::check_adapter_specs({spec}, ""));
-  if (!a.kv_sharing.empty()) AKV_RETURN_IF_ERROR(server::check_kv_sharing(a.kv_sharing));
-  ServingOptions so;
-  so.model_path = a.engine.model_path;
-  so.n_threads = a.engine.n_threads;
-  so.block_size = a.engine.block_size;
-  so.max_model_len = a.engine.n_ctx;
-  so.max_batch_tokens = a.engine.ubatch;
-  so.adapters = {spec};
+Status run(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.chat.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "give exactly one of --prompt or --chat");
+  }
+  ServingOptions so = serving_options(a.engine);
+  ServingGenerateOptions o = a.gen;
+  if (!a.adapter.empty()) {
+    AKV_ASSIGN_OR_RETURN(ServingOptions::AdapterSpec spec, server::parse_adapter_spec(a.adapter));
+    AKV_RETURN_IF_ERROR(server::check_adapter_specs({spec}, ""));
+    if (!o.kv_sharing.empty()) AKV_RETURN_IF_ERROR(server::check_kv_sharing(o.kv_sharing));
+    so.adapters = {spec};
+    o.adapter = spec.name;
+  } else if (!o.kv_sharing.empty() || o.base_first) {
+    return make_error(ErrorCode::kInvalidArgument, "--kv-sharing and --base-first go with --adapter");
+  }
   AKV_ASSIGN_OR_RETURN(std::unique_ptr<ServingEngine> engine, create_serving_engine(so));
   AKV_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, build_prompt(engine->tokenizer(), a));
-  ServingGenerateOptions o;
-  o.adapter = spec.name;
-  o.kv_sharing = a.kv_sharing;
-  o.base_first = a.base_first;
-  o.sampling = a.sampling;
-  o.gen = a.gen;
   AKV_ASSIGN_OR_RETURN(ServingGenerateResult r, generate_serving(*engine, prompt, o, [](const std::string& piece) {
                          std::fwrite(piece.data(), 1, piece.size(), stdout);
                          std::fflush(stdout);
                        }));
   std::fputc('\n', stdout);
   std::fflush(stdout);  // before the stats on stderr
-  if (a.sampling.n_logprobs > 0) print_logprobs(engine->tokenizer(), r.samples);
+  if (o.sampling.n_logprobs > 0) print_logprobs(engine->tokenizer(), r.samples);
   if (a.stats) {
+    // Prefill speed over the prompt tokens computed (not cached) up to the
+    // first token; decode speed over the tokens after it.
+    const double decode_s = std::max(r.total_s - r.ttft_s, 1e-9);
+    const std::string who = o.adapter.empty() ? ""
+                                              : "adapter " + o.adapter + ", kv-sharing " +
+                                                    (o.kv_sharing.empty() ? "none" : o.kv_sharing) +
+                                                    (o.base_first ? " (base first)" : "") + " | ";
     std::fprintf(stderr,
-                 "adapter %s, kv-sharing %s%s | prompt: %d tokens, %d from the cache | generated: %d tokens | "
+                 "%sprompt: %d tokens, %d from the cache, %.1f tok/s | generated: %d tokens, %.1f tok/s | "
                  "ttft %.3f s, total %.3f s | finish: %s\n",
-                 spec.name.c_str(), a.kv_sharing.empty() ? "none" : a.kv_sharing.c_str(),
-                 a.base_first ? " (base first)" : "", r.prompt_tokens, r.cached_tokens, r.completion_tokens,
-                 r.ttft_s, r.total_s, r.finish.c_str());
+                 who.c_str(), r.prompt_tokens, r.cached_tokens,
+                 (r.prompt_tokens - r.cached_tokens) / std::max(r.ttft_s, 1e-9), r.completion_tokens,
+                 std::max(0, r.completion_tokens - 1) / decode_s, r.ttft_s, r.total_s, r.finish.c_str());
   }
   engine->drain(5);
   return Status::ok();
-}
-
-void run(const GenerateArgs& a) {
-  if (a.prompt.empty() == a.chat.empty()) {
-    return fail(make_error(ErrorCode::kInvalidArgument, "give exactly one of --prompt or --chat"));
-  }
-  if (!a.adapter.empty()) {
-    if (Status st = run_serving(a); !st.is_ok()) fail(st);
-    return;
-  }
-  if (!a.kv_sharing.empty() || a.base_first) {
-    return fail(make_error(ErrorCode::kInvalidArgument, "--kv-sharing and --base-first go with --adapter"));
-  }
-  auto eng = Engine::create(a.engine);
-  if (!eng.is_ok()) return fail(eng.status());
-  auto prompt = build_prompt((*eng)->tokenizer(), a);
-  if (!prompt.is_ok()) return fail(prompt.status());
-  auto res = (*eng)->generate(*prompt, a.sampling, a.gen, [](const std::string& piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-  });
-  if (!res.is_ok()) return fail(res.status());
-  std::fputc('\n', stdout);
-  if (a.sampling.n_logprobs > 0) print_logprobs((*eng)->tokenizer(), res->samples);
-  if (a.stats) {
-    const auto& r = *res;
-    std::fprintf(stderr, "prompt: %d tokens, %.1f tok/s | generated: %zu tokens, %.1f tok/s | finish: %s\n",
-                 r.prompt_tokens, r.prompt_tokens / std::max(r.prefill_s, 1e-9), r.tokens.size(),
-                 r.tokens.size() / std::max(r.decode_s, 1e-9), r.finish == FinishReason::kStop ? "stop" : "length");
-  }
 }
 
 }  // namespace
@@ -137,16 +109,20 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--chat", a->chat, "a user message, formatted with the model's chat template");
   cmd->add_option("--system", a->system, "system message for --chat");
   cmd->add_option("--chat-template", a->chat_template, "chatml, llama3 or mistral (default: from the model file)");
-  cmd->add_option("-n,--max-tokens", a->gen.max_tokens, "tokens to generate at most")->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--temp,--temperature", a->sampling.temperature, "sampling temperature; 0 = greedy")
+  cmd->add_option("-n,--max-tokens", a->gen.max_tokens, "tokens to generate at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--temp,--temperature", a->gen.sampling.temperature, "sampling temperature; 0 = greedy")
       ->capture_default_str();
-  cmd->add_option("--top-k", a->sampling.top_k, "keep the k most likely tokens; 0 = off")->capture_default_str();
-  cmd->add_option("--top-p", a->sampling.top_p, "nucleus sampling mass; 1 = off")->capture_default_str();
-  cmd->add_option("--min-p", a->sampling.min_p, "drop tokens below min_p * p(max); 0 = off")->capture_default_str();
-  cmd->add_option("-s,--seed", a->sampling.seed, "random seed")->capture_default_str();
+  cmd->add_option("--top-k", a->gen.sampling.top_k, "keep the k most likely tokens; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->gen.sampling.top_p, "nucleus sampling mass; 1 = off")->capture_default_str();
+  cmd->add_option("--min-p", a->gen.sampling.min_p, "drop tokens below min_p * p(max); 0 = off")
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", a->gen.sampling.seed, "random seed")->capture_default_str();
   cmd->add_option("--stop", a->gen.stop, "stop string (repeatable); not printed");
-  cmd->add_option("--logprobs", a->sampling.n_logprobs, "print the chosen token's logprob and the top N (0-20)")
+  cmd->add_option("--logprobs", a->gen.sampling.n_logprobs,
+                  "print the chosen token's logprob and the top N (0-20)")
       ->capture_default_str();
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "keep generating past end-of-generation tokens");
   cmd->add_flag("--stats", a->stats, "print token counts and speeds to stderr");
@@ -154,13 +130,15 @@ void register_generate(CLI::App& app) {
                   "NAME=PATH[:lora|:alora|:icarus]: generate with this adapter (PEFT directory or GGUF LoRA), "
                   "on the serving engine")
       ->type_name("NAME=PATH[:KIND]");
-  cmd->add_option("--kv-sharing", a->kv_sharing,
+  cmd->add_option("--kv-sharing", a->gen.kv_sharing,
                   "with --adapter: the request's KV-sharing scheme (none, alora, icarus)")
       ->check(CLI::IsMember({"none", "alora", "icarus"}));
-  cmd->add_flag("--base-first", a->base_first,
+  cmd->add_flag("--base-first", a->gen.base_first,
                 "with --adapter: run the prompt on the base model first, so the adapter can reuse its KV as "
                 "--kv-sharing allows (--stats shows the cached prompt tokens)");
-  cmd->callback([a] { run(*a); });
+  cmd->callback([a] {
+    if (Status st = run(*a); !st.is_ok()) fail(st);
+  });
 }
 
 }  // namespace agentkv::cli

@@ -13,7 +13,18 @@ std::string default_model_path() {
   return "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-void add_engine_options(CLI::App* cmd, EngineOptions* o) {
+ServingOptions serving_options(const EngineArgs& a) {
+  ServingOptions so;
+  so.model_path = a.model_path;
+  so.n_threads = a.n_threads;
+  so.block_size = a.block_size;
+  so.kv_cache_tokens = a.n_ctx;
+  so.max_model_len = a.n_ctx;
+  so.max_batch_tokens = a.ubatch;
+  return so;
+}
+
+void add_engine_options(CLI::App* cmd, EngineArgs* o) {
   o->model_path = default_model_path();
   o->n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("-m,--model", o->model_path, "GGUF model file (default: $AGENTKV_MODEL or the SmolLM2 default)")

@@ -5,17 +5,31 @@
 #include <string>
 #include <vector>
 
-#include "agentkv/engine.h"
+#include "agentkv/serving.h"
 #include "util/status.h"
 
 namespace agentkv::cli {
+
+// The engine flags of the one-shot model commands (generate, logits,
+// bench-forward). They run the serving engine that `serve` runs.
+struct EngineArgs {
+  std::string model_path;
+  int n_threads = 2;
+  int32_t n_ctx = 4096;  // KV capacity in tokens (rounded up to whole blocks)
+  int32_t block_size = 16;
+  int32_t ubatch = 512;  // token rows per step: prefill chunks
+};
+
+// The serving engine for EngineArgs: --ctx-size is both the KV pool and the
+// longest prompt + completion, --ubatch the token budget of a step.
+ServingOptions serving_options(const EngineArgs& a);
 
 // The model file: --model, else $AGENTKV_MODEL, else the default model that
 // scripts/setup.sh extracts.
 std::string default_model_path();
 
 // Adds --model, --threads, --ctx-size, --block-size, --ubatch.
-void add_engine_options(CLI::App* cmd, EngineOptions* opts);
+void add_engine_options(CLI::App* cmd, EngineArgs* opts);
 
 // Prints "error: <message>" to stderr and sets exit code 1.
 void fail(const Status& st);

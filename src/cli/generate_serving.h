@@ -1,18 +1,17 @@
-// `agentkv generate --adapter NAME=PATH[:KIND]`: one generation on the
-// serving engine instead of the single-sequence Engine, which has no
-// adapters. It lets an adapter and a KV-sharing scheme be tried without a
-// server: with base_first the prompt runs on the base model first (as in an
-// agent pipeline where the base answered before the adapter is invoked), so
-// the adapter's request can reuse the base's KV as the scheme allows, and
-// the result says how many prompt tokens came from the cache.
+// `agentkv generate` on the serving engine, the one engine every command
+// runs. With an adapter it lets the adapter and a KV-sharing scheme be tried
+// without a server: with base_first the prompt runs on the base model first
+// (as in an agent pipeline where the base answered before the adapter is
+// invoked), so the adapter's request can reuse the base's KV as the scheme
+// allows, and the result says how many prompt tokens came from the cache.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "agentkv/engine.h"
 #include "agentkv/serving.h"
 #include "util/status.h"
 
@@ -23,7 +22,9 @@ struct ServingGenerateOptions {
   std::string kv_sharing;  // "" = the engine's default
   bool base_first = false;
   SamplingParams sampling;
-  GenerateOptions gen;
+  int32_t max_tokens = 256;
+  std::vector<std::string> stop;  // stop strings (never emitted)
+  bool ignore_eos = false;
 };
 
 struct ServingGenerateResult {
@@ -41,5 +42,13 @@ struct ServingGenerateResult {
 Result<ServingGenerateResult> generate_serving(ServingEngine& engine, const std::vector<int32_t>& prompt,
                                                const ServingGenerateOptions& o,
                                                const std::function<void(const std::string&)>& on_text);
+
+// Called on the waiting thread for each event of a request, in order; `at` is
+// when the engine thread delivered it (the sink's clock, not the wake-up's).
+using ServeEventFn = std::function<void(const ServeEvent& e, std::chrono::steady_clock::time_point at)>;
+
+// Submits one request and waits for its last event, which it returns. A
+// submit error, an error event or a cancellation is the returned error.
+Result<ServeEvent> serve_one(ServingEngine& engine, ServeRequest req, const ServeEventFn& on_event = nullptr);
 
 }  // namespace agentkv::cli

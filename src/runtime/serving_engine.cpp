@@ -17,6 +17,7 @@
 #include "kv/kv_storage.h"
 #include "runtime/loaded_model.h"
 #include "runtime/runner.h"
+#include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
 #include "sharing/scheme.h"
@@ -50,6 +51,7 @@ struct Live {
   bool ignore_eos = false;
   std::vector<int32_t> stop_token_ids;
   int32_t prompt_logprobs = -1;
+  bool return_logits = false;
   std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
   int32_t n_prompt = 0;
   int32_t n_generated = 0;
@@ -73,14 +75,13 @@ struct Live {
   int32_t reused_tokens = 0;               // copied so far
   int32_t min_segment = 0;                 // shortest segment reused, tokens
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
-  bool full_logprobs = false;
   int64_t prefill_token_layers = 0;
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
         ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
-        n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t), forced(r.forced_tokens),
-        full_logprobs(r.full_logprobs) {
+        return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
+        forced(r.forced_tokens) {
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
@@ -192,7 +193,9 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
 
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size};
-  const int64_t n_blocks = opts.kv_cache_mb * (int64_t{1} << 20) / g.block_bytes();
+  const int64_t n_blocks = opts.kv_cache_tokens > 0
+                               ? (opts.kv_cache_tokens + opts.block_size - 1) / opts.block_size
+                               : opts.kv_cache_mb * (int64_t{1} << 20) / g.block_bytes();
   if (n_blocks < 1) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb ", opts.kv_cache_mb, " holds no KV block (one block is ",
                       g.block_bytes(), " bytes); raise it");
@@ -372,6 +375,7 @@ void ServingEngineImpl::loop() {
       r->base_keys.cache_salt = p.req.cache_salt;
       r->keys = r->base_keys;
       r->read_cache = p.req.prompt_logprobs < 0;
+      r->one_per_step_from = p.req.one_per_step_from;
       const int32_t from = p.sharing.lineage_from;
       if (from != kNever) {
         r->keys.lineage = p.adapter->id;
@@ -667,18 +671,10 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
     stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
   }
+  if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
   const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();
   SampleResult sr = forced ? logprobs_of(logits, l.forced[l.n_generated], l.sampler.params().n_logprobs)
                            : l.sampler.sample(logits);
-  if (l.full_logprobs) {
-    // log-softmax over the vocabulary, in double for the sum.
-    std::vector<float>& lp = ev.full_logprobs.emplace_back(logits.begin(), logits.end());
-    const float mx = *std::max_element(lp.begin(), lp.end());
-    double sum = 0;
-    for (float x : lp) sum += std::exp(double{x} - mx);
-    const float lse = mx + static_cast<float>(std::log(sum));
-    for (float& x : lp) x -= lse;
-  }
   const bool stop_id = std::find(l.stop_token_ids.begin(), l.stop_token_ids.end(), sr.id) != l.stop_token_ids.end();
   if (stop_id || (!l.ignore_eos && tokenizer_->is_eog(sr.id))) {
     finish(id, ServeFinish::kStop, std::move(ev));

@@ -35,6 +35,9 @@ struct SchedRequest {
   // false: computes its whole prompt even when blocks are cached (prompt
   // logprobs need every prompt row's logits); it still commits its blocks.
   bool read_cache = true;
+  // >= 0: tokens from this index on run one per step (ServeRequest's
+  // one_per_step_from); the chunk before ends there. -1: chunks as the budget allows.
+  int32_t one_per_step_from = -1;
   int32_t n_preemptions = 0;
   // Tokens whose K/V is exact and may be indexed for reuse by others; the
   // blocks past it are never committed. A scheme that copies approximate K/V

@@ -5,7 +5,13 @@
 namespace agentkv {
 
 namespace {
-int32_t remaining(const SchedRequest& r) { return static_cast<int32_t>(r.tokens.size()) - r.n_computed; }
+// Tokens r may compute in one chunk from token `from` on, before the budget:
+// the rest, cut where one_per_step_from starts feeding them one at a time.
+int32_t next_chunk(const SchedRequest& r, int32_t from) {
+  const int32_t rest = static_cast<int32_t>(r.tokens.size()) - from;
+  if (r.one_per_step_from < 0) return rest;
+  return std::min(rest, from >= r.one_per_step_from ? 1 : r.one_per_step_from - from);
+}
 }  // namespace
 
 Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg) : kv_(kv), cfg_(cfg) {
@@ -55,7 +61,7 @@ int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
     hit = kv_->get_computed_blocks_split(r->tokens, r->base_keys, r->lineage_block, r->keys);
   }
   const int32_t n_hit = hit.n_tokens();
-  const int32_t n = std::min(static_cast<int32_t>(r->tokens.size()) - n_hit, budget);
+  const int32_t n = std::min(next_chunk(*r, n_hit), budget);
   if (!kv_->allocate_slots(r->id, n, hit).is_ok()) {
     if (running_.empty() && out->seqs.empty()) {
       // The whole pool is free or evictable and still too small for this
@@ -83,7 +89,7 @@ SchedulerOutput Scheduler::schedule() {
   int32_t budget = cfg_.max_batch_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     SchedRequest* r = running_[i];
-    const int32_t n = std::min(remaining(*r), budget);
+    const int32_t n = std::min(next_chunk(*r, r->n_computed), budget);
     if (n <= 0) continue;
     if (!ensure_slots(r, r->n_computed + n, &out)) break;  // r preempted itself: it was the last
     out.seqs.push_back({r, r->n_computed, n, r->n_computed + n == static_cast<int32_t>(r->tokens.size())});

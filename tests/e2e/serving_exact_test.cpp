@@ -1,21 +1,21 @@
 // The serving engine on the real model: continuous batching, chunked prefill,
 // prefix hits and preemption must not change what a request computes. Greedy
 // tokens and logprobs are bitwise identical whether the prefix cache is on or
-// off, whether requests share steps or run alone through the single-sequence
-// Engine. Skipped when the model file is absent
-// (scripts/setup.sh fetches it).
+// off, whether requests share steps or each runs alone (one sequence per
+// step, the whole prompt in one step, no cache). Skipped when the model file
+// is absent (scripts/setup.sh fetches it).
 #include <gtest/gtest.h>
 
 #include "../ci_required.h"
 
-#include <condition_variable>
+#include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
 
-#include "agentkv/engine.h"
 #include "agentkv/serving.h"
 #include "serving_util.h"
 #include "tokenizer/tokenizer.h"
@@ -30,12 +30,14 @@ class ServingExact : public ::testing::Test {
   void SetUp() override {
     AGENTKV_REQUIRE(!std::filesystem::exists(model_path()), "model not found: " << model_path());
   }
-  std::unique_ptr<ServingEngine> make(bool prefix_caching, int32_t kv_mb = 64, int32_t budget = 256) {
+  std::unique_ptr<ServingEngine> make(bool prefix_caching, int32_t kv_mb = 64, int32_t budget = 256,
+                                      int32_t max_running = 64) {
     ServingOptions o;
     o.model_path = model_path();
     o.n_threads = 2;
     o.kv_cache_mb = kv_mb;
     o.max_batch_tokens = budget;
+    o.max_running = max_running;
     o.prefix_caching = prefix_caching;
     auto e = create_serving_engine(o);
     EXPECT_TRUE(e.is_ok()) << e.status().message();
@@ -80,30 +82,17 @@ TEST_F(ServingExact, FiftySharedPrefixRequestsCacheOnEqualsCacheOff) {
 }
 
 TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
-  // Alone: the single-sequence Engine (no scheduler, no batching, no cache).
-  EngineOptions eo;
-  eo.model_path = model_path();
-  eo.n_threads = 2;
-  auto alone_engine = Engine::create(eo);
-  ASSERT_TRUE(alone_engine.is_ok()) << alone_engine.status().message();
-  const Tokenizer& tok = (*alone_engine)->tokenizer();
+  // Alone: a fresh engine with no prefix cache that runs one sequence per
+  // step and takes each whole prompt in one step (no chunking), fed one
+  // request at a time, so nothing else ever shares its steps.
+  auto alone = make(false, 64, 512, /*max_running=*/1);
+  ASSERT_NE(alone, nullptr);
+  const Tokenizer& tok = alone->tokenizer();
   auto run_alone = [&](const std::vector<int32_t>& p, int max_tokens) {
-    SamplingParams sp;
-    sp.n_logprobs = 3;
-    GenerateOptions g;
-    g.max_tokens = max_tokens;
-    g.ignore_eos = true;
-    auto r = (*alone_engine)->generate(p, sp, g);
-    EXPECT_TRUE(r.is_ok());
-    Outcome o;
-    for (const auto& s : r->samples) {
-      o.tokens.push_back(s.id);
-      o.logprobs.push_back(s.logprob);
-      std::vector<float> t;
-      for (const auto& x : s.top) t.push_back(x.logprob);
-      o.top.push_back(std::move(t));
-    }
-    return o;
+    auto out = serve_all(*alone, {p}, max_tokens);
+    EXPECT_EQ(out[0].finish, ServeFinish::kLength);
+    EXPECT_EQ(out[0].cached, 0);
+    return out[0];
   };
 
   // 8 requests of mixed lengths (5 to ~400 tokens) in one engine, cache off,
@@ -123,7 +112,8 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
     // Alone on the same serving engine: one request at a time.
     auto single = serve_all(*eng, {prompts[i]}, 10);
     expect_same(batched[i], single[0], "mixed-length request " + std::to_string(i));
-    expect_same(batched[i], run_alone(prompts[i], 10), "mixed-length request " + std::to_string(i) + " vs Engine");
+    expect_same(batched[i], run_alone(prompts[i], 10),
+                "mixed-length request " + std::to_string(i) + " vs alone");
   }
 
   // And the 50 shared-prefix requests with the cache on, each against itself
@@ -133,8 +123,43 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
   auto served = serve_all(*on, shared, 6);
   for (size_t i = 0; i < shared.size(); ++i) {
     expect_same(served[i], serve_all(*eng, {shared[i]}, 6)[0], "shared-prefix request " + std::to_string(i));
-    expect_same(served[i], run_alone(shared[i], 6), "shared-prefix request " + std::to_string(i) + " vs Engine");
+    expect_same(served[i], run_alone(shared[i], 6),
+                "shared-prefix request " + std::to_string(i) + " vs alone");
   }
+}
+
+// The hooks `agentkv logits` uses (tests/python/test_logits.py checks its
+// output against a reference): each sampled token's raw logits row, and the
+// prompt tail fed one token per step through the KV cache.
+TEST_F(ServingExact, ReturnedLogitsAndOnePerStepPromptTail) {
+  auto eng = make(false);
+  ASSERT_NE(eng, nullptr);
+  auto p = shared_prefix_prompts(eng->tokenizer())[13];
+  ASSERT_GT(p.size(), 20u);
+  ServeRequest req = greedy_request(p, 4);
+  req.return_logits = true;
+  const int64_t steps0 = eng->stats().steps;
+  auto plain = serve_requests(*eng, {req});
+  const int64_t steps1 = eng->stats().steps;
+  ASSERT_EQ(plain[0].tokens.size(), 4u);
+  ASSERT_EQ(plain[0].logits.size(), 4u);
+  for (size_t t = 0; t < 4; ++t) {
+    const std::vector<float>& row = plain[0].logits[t];
+    ASSERT_EQ(row.size(), static_cast<size_t>(eng->vocab_size()));
+    EXPECT_EQ(std::max_element(row.begin(), row.end()) - row.begin(), plain[0].tokens[t])
+        << "greedy is the argmax";
+    double z = 0;
+    const float mx = *std::max_element(row.begin(), row.end());
+    for (float x : row) z += std::exp(double(x) - mx);
+    EXPECT_NEAR(plain[0].logprobs[t], -std::log(z), 1e-4) << "the logprob of the argmax";
+  }
+  EXPECT_EQ(steps1 - steps0, 1 + 3) << "the prompt in one step, then three decode steps";
+
+  req.one_per_step_from = static_cast<int32_t>(p.size()) - 5;
+  auto tail = serve_requests(*eng, {req});
+  EXPECT_EQ(eng->stats().steps - steps1, 1 + 5 + 3) << "one chunk, five one-token steps, three decode steps";
+  expect_same(plain[0], tail[0], "prompt tail one per step");
+  EXPECT_EQ(plain[0].logits, tail[0].logits);
 }
 
 TEST_F(ServingExact, TenantsNeverShareBlocks) {

@@ -27,6 +27,7 @@ struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;                 // chosen token
   std::vector<std::vector<float>> top;         // top-N logprobs per token
+  std::vector<std::vector<float>> logits;      // ServeRequest::return_logits: per event that sampled
   ServeFinish finish = ServeFinish::kNone;
   int32_t cached = 0;
   int32_t reused = 0;  // prompt tokens copied from cached segments
@@ -53,6 +54,7 @@ inline std::vector<Outcome> serve_requests(ServingEngine& eng, std::vector<Serve
         o.top.push_back(std::move(t));
       }
       o.text += ev.text;
+      if (!ev.logits.empty()) o.logits.push_back(std::move(ev.logits));
       if (ev.prompt_tokens) o.cached = ev.cached_tokens, o.reused = ev.reused_tokens;
       if (ev.finish != ServeFinish::kNone) {
         o.finish = ev.finish;

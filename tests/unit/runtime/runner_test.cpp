@@ -6,13 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "../model/test_models.h"
 #include "kv/block_pool.h"
 #include "model/loader.h"
-#include "runtime/sequence.h"
 
 namespace agentkv {
 namespace {
@@ -59,10 +59,25 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return num / std::max(den, 1e-30);
 }
 
+// Runs toks as one sequence from position 0, in Steps of at most `ubatch`
+// rows over fresh blocks from the pool; returns the last token's logits.
 std::vector<float> run_sequence(Rig& r, const std::vector<int32_t>& toks, int32_t ubatch) {
-  SequenceState seq(r.runner.get(), r.pool.get(), r.block_size, ubatch);
+  const int32_t bs = r.block_size;
+  const int32_t n = static_cast<int32_t>(toks.size());
+  auto blocks = r.pool->allocate((n + bs - 1) / bs);
+  EXPECT_TRUE(blocks.is_ok());
+  if (!blocks.is_ok()) return {};
   std::vector<float> logits;
-  EXPECT_TRUE(seq.append(toks, &logits).is_ok());
+  for (int32_t begin = 0; begin < n; begin += ubatch) {
+    Step step;
+    for (int32_t pos = begin; pos < std::min(n, begin + ubatch); ++pos) {
+      step.rows.push_back(
+          TokenRow{toks[pos], pos, int64_t{(*blocks)[pos / bs]} * bs + pos % bs, pos + 1 == n});
+    }
+    step.seqs = {StepSeq{0, static_cast<int32_t>(step.rows.size()), *blocks}};
+    EXPECT_TRUE(r.runner->execute(step, &logits).is_ok());
+  }
+  r.pool->release(*blocks);
   return logits;
 }
 
@@ -177,22 +192,6 @@ TEST(Runner, RejectsBadSteps) {
   EXPECT_EQ(r.runner->execute(step, &logits).code(), ErrorCode::kInternal);
   step.rows = {{5, 4, 4, true}};  // position beyond a one-block table
   EXPECT_EQ(r.runner->execute(step, &logits).code(), ErrorCode::kInternal);
-  std::remove(path.c_str());
-}
-
-TEST(SequenceState, ExhaustedKvIsAnErrorAndLeavesStateUnchanged) {
-  SynthModelConfig c;
-  std::string path = testing::write_synth_model(c);
-  Rig r = make_rig(path, 4, 3);  // 12 tokens of KV
-  SequenceState seq(r.runner.get(), r.pool.get(), 4, 512);
-  std::vector<float> logits;
-  ASSERT_TRUE(seq.append(tokens(10, 1), &logits).is_ok());
-  Status st = seq.append(tokens(5, 2), &logits);
-  EXPECT_EQ(st.code(), ErrorCode::kResourceExhausted);
-  EXPECT_NE(st.message().find("KV cache exhausted"), std::string::npos);
-  EXPECT_EQ(seq.n_past(), 10);
-  EXPECT_TRUE(seq.append(tokens(2, 3), &logits).is_ok());
-  EXPECT_EQ(seq.n_past(), 12);
   std::remove(path.c_str());
 }
 

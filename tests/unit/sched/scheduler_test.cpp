@@ -59,6 +59,28 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
   EXPECT_EQ(kv.num_slots(1), 71);
 }
 
+TEST(Scheduler, OnePerStepFromCutsThePromptThereThenFeedsOneTokenPerStep) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {/*max_batch_tokens=*/32, /*max_running=*/8, true});
+  auto r = make_req(1, iota_tokens(45));
+  r->one_per_step_from = 40;
+  s.add(std::move(r));
+  std::vector<int32_t> chunks;
+  for (int i = 0; i < 7; ++i) {
+    SchedulerOutput out = step(s);
+    ASSERT_EQ(out.seqs.size(), 1u);
+    chunks.push_back(out.seqs[0].n);
+    EXPECT_EQ(out.seqs[0].sample, i == 6);
+  }
+  // The budget cuts first (32), then the chunk stops at token 40; the last
+  // five prompt tokens run alone, like decode rows.
+  EXPECT_EQ(chunks, (std::vector<int32_t>{32, 8, 1, 1, 1, 1, 1}));
+  SchedulerOutput out = step(s);  // and the sampled token as usual
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].begin, 45);
+  EXPECT_EQ(out.seqs[0].n, 1);
+}
+
 TEST(Scheduler, RunningFirstThenWaitingWithinBudget) {
   KvManager kv(64, kBs);
   Scheduler s(&kv, {16, 8, true});
