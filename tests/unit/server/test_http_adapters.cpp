@@ -175,11 +175,21 @@ TEST_F(HttpAdaptersTest, KvSharingIsPassedThroughOrRefused) {
       auto r = post(path, body);
       ASSERT_TRUE(r);
       EXPECT_EQ(r->status, 400) << bad.dump() << " " << r->body;
-      EXPECT_EQ(error_of(r)["param"], "kv_sharing") << bad.dump();
+      // An object without "scheme" names the missing member.
+      EXPECT_EQ(error_of(r)["param"], bad.is_object() ? "kv_sharing.scheme" : "kv_sharing") << bad.dump();
       EXPECT_EQ(error_of(r)["type"], "invalid_request_error");
     }
   }
   EXPECT_EQ(engine_.submitted_requests().size(), n);  // none reached the engine
+  // The object form carries the scheme's parameters to the engine, which checks their ranges.
+  auto obj = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1},
+                                      {"kv_sharing", {{"scheme", "cacheblend"}, {"ratio", 0.25}, {"check_layer", 2}}}});
+  ASSERT_TRUE(obj);
+  EXPECT_EQ(obj->status, 200) << obj->body;
+  EXPECT_EQ(engine_.last_request().kv_sharing, "cacheblend");
+  EXPECT_EQ(engine_.last_request().kv_sharing_params.ratio, 0.25);
+  EXPECT_EQ(engine_.last_request().kv_sharing_params.check_layer, 2);
+  EXPECT_FALSE(engine_.last_request().kv_sharing_params.recompute_tokens.has_value());
 }
 
 TEST_F(HttpAdaptersTest, ModelsListsTheBaseThenAdapters) {
