@@ -217,7 +217,7 @@ def test_bad_segment_reuse_parameters_are_400_and_the_server_goes_on(server, cli
                                     api_key=KEY)
     err = assert_openai_error(status, data, 400, param=param)
     assert words in err["message"], err
-    r = client.completions.create(prompt="Hello", max_tokens=1, temperature=0)
+    r = client.completions.create(model=BASE, prompt="Hello", max_tokens=1, temperature=0)
     assert r.choices[0].finish_reason in ("length", "stop")
 
 
@@ -225,10 +225,10 @@ def test_segment_reuse_reports_reused_tokens(server, client):
     """A document cached by one request is reused inside another prompt,
     behind another prefix: usage says how many prompt tokens were copied."""
     doc = " ".join(f"Fact {i}: the river number {i} flows north past the old mill." for i in range(12))
-    client.completions.create(prompt="Notes. " + doc, max_tokens=1, temperature=0)
+    client.completions.create(model=BASE, prompt="Notes. " + doc, max_tokens=1, temperature=0)
     for scheme in ({"scheme": "naive"}, {"scheme": "epic", "recompute_tokens": 8},
                    {"scheme": "cacheblend", "ratio": 0.2}):
-        r = client.completions.create(prompt="A different start, then: " + doc + " Which river flows north?",
+        r = client.completions.create(model=BASE, prompt="A different start, then: " + doc + " Which river flows north?",
                                       max_tokens=2, temperature=0, extra_body={"kv_sharing": scheme})
         details = r.usage.model_dump()["prompt_tokens_details"]
         assert details.get("reused_tokens", 0) >= 64, (scheme, details)
