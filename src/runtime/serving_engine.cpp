@@ -467,7 +467,6 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     if (l.planner && s.begin < l.n_prompt) {
       seq_scheme.push_back(l.sharing.scheme);
-    seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
       seq_live.push_back(&l);
       plan_reuse(s, l, adapter_index, &step);
       const StepSeq& added = step.seqs.back();
@@ -477,6 +476,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       continue;
     }
     seq_scheme.push_back(l.sharing.scheme);
+    seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
     specs.clear();
     sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
     StepSeq q;
@@ -707,6 +707,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   ev.prompt_tokens = l.n_prompt;
   if (SchedRequest* r = sched_->find(id)) ev.cached_tokens = std::max(0, r->n_cached_prompt);
   ev.reused_tokens = l.reused_tokens;
+  ev.prefill_token_layers = l.prefill_token_layers;
   ev.completion_tokens = l.n_generated;
   ev.kv_sharing = l.sharing.scheme;
   ev.queue_s = l.queue_s;

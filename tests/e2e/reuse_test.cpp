@@ -169,7 +169,15 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
     EXPECT_TRUE(o.error.empty()) << scheme << ": " << o.error;
     EXPECT_EQ(o.tokens.size(), 8u) << scheme;
     EXPECT_GE(o.reused, 96) << scheme;
+    // The prefill's K/V entries: naive computes only the tokens it did not
+    // reuse, in all 30 layers; cacheblend all tokens in layers 0 and 1.
+    const int64_t n = static_cast<int64_t>(prompt.size());
+    if (std::string(scheme) == "naive") EXPECT_EQ(o.prefill_token_layers, (n - o.reused) * 30);
+    if (std::string(scheme) == "cacheblend") EXPECT_GE(o.prefill_token_layers, n * 2 + (n - o.reused) * 28);
+    EXPECT_LT(o.prefill_token_layers, n * 30) << scheme;
   }
+  // A plain request computes every entry.
+  EXPECT_EQ(one(*eng, req(doc(26, 50), 1)).prefill_token_layers, 50 * 30);
   const ServingStats st = eng->stats();
   EXPECT_GT(st.reused_tokens_by_scheme.at("naive"), 0);
   // naive computes fewer K/V entries than cacheblend, which computes fewer than none would.

@@ -31,6 +31,7 @@ struct Outcome {
   ServeFinish finish = ServeFinish::kNone;
   int32_t cached = 0;
   int32_t reused = 0;  // prompt tokens copied from cached segments
+  int64_t prefill_token_layers = 0;  // K/V entries the prompt's prefill computed
   std::string text;
   std::string error;
 };
@@ -55,7 +56,9 @@ inline std::vector<Outcome> serve_requests(ServingEngine& eng, std::vector<Serve
       }
       o.text += ev.text;
       if (!ev.logits.empty()) o.logits.push_back(std::move(ev.logits));
-      if (ev.prompt_tokens) o.cached = ev.cached_tokens, o.reused = ev.reused_tokens;
+      if (ev.prompt_tokens) {
+        o.cached = ev.cached_tokens, o.reused = ev.reused_tokens, o.prefill_token_layers = ev.prefill_token_layers;
+      }
       if (ev.finish != ServeFinish::kNone) {
         o.finish = ev.finish;
         o.error = ev.error;
