@@ -149,7 +149,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       const std::string ns = tenant + "/" + std::to_string(k);
       for (int32_t d : t.cache_order) {
         ServeRequest c;
-        c.prompt = t.head;
+        c.prompt = t.cache_head;
         c.prompt.insert(c.prompt.end(), t.docs[d].begin(), t.docs[d].end());
         c.max_tokens = 1;
         c.tenant = ns;

@@ -50,6 +50,7 @@ std::vector<FidelityTask> make_fidelity_tasks(const Tokenizer& tok, const Fideli
   for (int32_t i = 0; i < o.n_prompts; ++i) {
     FidelityTask t;
     t.head = tok.encode("<|im_start|>user\nRead the documents, then answer.\n", false, true);
+    t.cache_head = tok.encode("<|im_start|>system\nArchived document follows.<|im_end|>\n", false, true);
     t.answer_doc = i % std::max(o.n_docs, 1);
     t.passkey = std::to_string(10000 + rng() % 90000);
     const std::string key = " The pass key is " + t.passkey + ". Remember it. " + t.passkey + " is the pass key.";

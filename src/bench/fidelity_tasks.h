@@ -24,6 +24,10 @@ struct FidelityTaskOptions {
 
 struct FidelityTask {
   std::vector<int32_t> head;                   // chat header: "<|im_start|>user\n" ...
+  // What the bench puts before a document when it caches it alone: another
+  // preamble, so no document of the prompt is an exact prefix hit (each is
+  // found as a segment, as in RAG where chunks are cached on their own).
+  std::vector<int32_t> cache_head;
   std::vector<std::vector<int32_t>> docs;      // in prompt order
   std::vector<int32_t> tail;                   // question, end of turn, assistant header + answer prefix
   int32_t answer_doc = 0;                      // the document holding the key
