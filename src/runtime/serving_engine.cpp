@@ -32,14 +32,7 @@ double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-std::string scheme_names_text() {
-  std::string t;
-  for (const char* n : sharing_scheme_names()) {
-    if (!t.empty()) t += ", ";
-    t += n;
-  }
-  return t;
-}
+
 
 // Engine-thread state of one request: what turns its logits into events.
 struct Live {
@@ -179,7 +172,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const SharingScheme* scheme = sharing_scheme_get(opts.kv_sharing);
   if (scheme == nullptr) {
     return make_error(ErrorCode::kInvalidArgument, "unknown --kv-sharing '", opts.kv_sharing,
-                      "' (use ", scheme_names_text(), ")");
+                      "' (use ", sharing_scheme_list(), ")");
   }
 
   std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
@@ -266,7 +259,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     scheme = sharing_scheme_get(req.kv_sharing);
     if (scheme == nullptr) {
       return make_error(ErrorCode::kInvalidArgument, "unknown kv_sharing '", req.kv_sharing,
-                        "' (use ", scheme_names_text(), ")");
+                        "' (use ", sharing_scheme_list(), ")");
     }
   }
   AKV_RETURN_IF_ERROR(scheme->check_params(req.kv_sharing_params));

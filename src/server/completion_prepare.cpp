@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "server/models_handler.h"
+#include "sharing/scheme.h"
 #include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
 
@@ -60,7 +61,7 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
   p.model = base.adapter.empty() ? env.model_name : base.adapter;
   if (sf.kv_sharing) {
     if (!is_kv_sharing_scheme(*sf.kv_sharing)) {
-      return bad_request("kv_sharing", "unknown kv_sharing '" + *sf.kv_sharing + "'; expected " + kv_sharing_scheme_list());
+      return bad_request("kv_sharing", "unknown kv_sharing '" + *sf.kv_sharing + "'; expected " + sharing_scheme_list());
     }
     base.kv_sharing = *sf.kv_sharing;
     base.kv_sharing_params = sf.kv_sharing_params;

@@ -58,14 +58,6 @@ bool is_adapter_kind(std::string_view s) { return s == "lora" || s == "alora" ||
 
 bool is_kv_sharing_scheme(std::string_view s) { return sharing_scheme_get(s) != nullptr; }
 
-std::string kv_sharing_scheme_list() {
-  std::string t;
-  for (const char* n : sharing_scheme_names()) {
-    if (!t.empty()) t += ", ";
-    t += n;
-  }
-  return t;
-}
 
 std::vector<std::string> served_model_names(const ServingEngine& engine, const std::string& base_name) {
   std::vector<std::string> names = {base_name};

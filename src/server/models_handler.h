@@ -26,7 +26,6 @@ namespace agentkv::server {
 
 bool is_adapter_kind(std::string_view s);       // lora, alora, icarus
 bool is_kv_sharing_scheme(std::string_view s);  // a name of the scheme registry (sharing/scheme.h)
-std::string kv_sharing_scheme_list();            // "none, alora, ..." for error messages
 
 // Every name a request's `model` may take: base_name first, then the adapters.
 std::vector<std::string> served_model_names(const ServingEngine& engine, const std::string& base_name);

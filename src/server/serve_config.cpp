@@ -3,6 +3,7 @@
 #include <set>
 
 #include "server/models_handler.h"
+#include "sharing/scheme.h"
 
 namespace agentkv::server {
 namespace {
@@ -106,7 +107,7 @@ Status check_adapter_specs(const std::vector<AdapterSpec>& specs, const std::str
 Status check_kv_sharing(const std::string& scheme) {
   if (is_kv_sharing_scheme(scheme)) return Status::ok();
   return make_error(ErrorCode::kInvalidArgument, "--kv-sharing: unknown scheme '", scheme,
-                    "' (expected ", kv_sharing_scheme_list(), ")");
+                    "' (expected ", sharing_scheme_list(), ")");
 }
 
 }  // namespace agentkv::server

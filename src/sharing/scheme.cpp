@@ -15,6 +15,15 @@ constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "c
 
 std::span<const char* const> sharing_scheme_names() { return kNames; }
 
+std::string sharing_scheme_list() {
+  std::string t;
+  for (const char* n : kNames) {
+    if (!t.empty()) t += ", ";
+    t += n;
+  }
+  return t;
+}
+
 const SharingScheme* sharing_scheme_get(std::string_view name) {
   if (name == "none") return sharing_scheme_none_instance();
   if (name == "alora") return sharing_scheme_alora_instance();

@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -68,6 +69,8 @@ inline constexpr int32_t kEpicDefaultRecomputeTokens = 16;  // LegoLink-16
 const SharingScheme* sharing_scheme_get(std::string_view name);
 // The names sharing_scheme_get knows, for help texts and errors.
 std::span<const char* const> sharing_scheme_names();
+// The same names as one "none, alora, ..." string, for errors and help.
+std::string sharing_scheme_list();
 
 // The rules every scheme shares for the kinds it does not change: the
 // adapter's own lineage on every block (never shared with another adapter),

@@ -62,12 +62,9 @@ class CacheblendPlanner final : public ReusePlanner {
   int32_t check_layer_;
 };
 
-class SchemeCacheblend final : public SharingScheme {
+class SchemeCacheblend final : public ReuseScheme {
  public:
   const char* name() const override { return "cacheblend"; }
-  Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const override {
-    return reuse_plan(name(), adapter, prompt);
-  }
   Status check_params(const KvSharingParams& p) const override {
     return check_reuse_params(name(), {.ratio = true, .check_layer = true}, p);
   }

@@ -26,12 +26,9 @@ class EpicPlanner final : public ReusePlanner {
   int32_t n_;
 };
 
-class SchemeEpic final : public SharingScheme {
+class SchemeEpic final : public ReuseScheme {
  public:
   const char* name() const override { return "epic"; }
-  Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const override {
-    return reuse_plan(name(), adapter, prompt);
-  }
   Status check_params(const KvSharingParams& p) const override {
     return check_reuse_params(name(), {.recompute_tokens = true}, p);
   }

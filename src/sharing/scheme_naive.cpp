@@ -17,12 +17,9 @@ class NaivePlanner final : public ReusePlanner {
   }
 };
 
-class SchemeNaive final : public SharingScheme {
+class SchemeNaive final : public ReuseScheme {
  public:
   const char* name() const override { return "naive"; }
-  Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const override {
-    return reuse_plan(name(), adapter, prompt);
-  }
   Status check_params(const KvSharingParams& p) const override { return check_reuse_params(name(), {}, p); }
   std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const override {
     (void)p;

@@ -9,6 +9,14 @@ namespace agentkv {
 
 Result<SeqSharing> reuse_plan(const char* scheme, const Adapter* adapter, std::span<const int32_t> prompt);
 
+// The base of the segment-reuse schemes: their plan() is reuse_plan().
+class ReuseScheme : public SharingScheme {
+ public:
+  Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const override {
+    return reuse_plan(name(), adapter, prompt);
+  }
+};
+
 // Which parameters a reuse scheme takes.
 struct ReuseParamSet {
   bool ratio = false;
