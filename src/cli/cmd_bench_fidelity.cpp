@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
+#include <stdexcept>
 
 #include "bench/fidelity.h"
 #include "cli/commands.h"
@@ -18,28 +20,57 @@ namespace {
 
 struct FidelityArgs {
   FidelityOptions o;
-  std::vector<std::string> schemes = {"naive", "epic", "cacheblend"};
+  std::vector<std::string> schemes = {"naive", "epic", "cacheblend", "sparsex"};
   std::string json_out;
 };
 
-// "cacheblend", "cacheblend:0.3" (ratio), "epic:32" (recompute tokens).
+// SCHEME[:VALUE][:KEY=VALUE...]: "cacheblend", "cacheblend:0.3" (its
+// ratio), "epic:32" (recompute tokens), "sparsex:ratio=0.3:boundary_layer=0".
+// A bare VALUE is the scheme's main parameter; KEY is any kv_sharing
+// parameter (docs/usage.md).
 Result<FidelityScheme> parse_scheme(const std::string& spec) {
   FidelityScheme s;
-  const size_t colon = spec.find(':');
-  s.scheme = spec.substr(0, colon);
   s.label = spec;
+  std::vector<std::string> parts;
+  for (size_t at = 0;;) {
+    const size_t colon = spec.find(':', at);
+    parts.push_back(spec.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  s.scheme = parts[0];
   const SharingScheme* impl = sharing_scheme_get(s.scheme);
   if (impl == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown scheme '", s.scheme, "'");
-  if (colon != std::string::npos) {
-    const std::string v = spec.substr(colon + 1);
-    try {
-      if (s.scheme == "cacheblend") {
-        s.params.ratio = std::stod(v);
+  KvSharingParams& p = s.params;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const size_t eq = parts[i].find('=');
+    std::string key = eq == std::string::npos ? "" : parts[i].substr(0, eq);
+    const std::string v = eq == std::string::npos ? parts[i] : parts[i].substr(eq + 1);
+    if (key.empty()) {  // the main parameter
+      if (s.scheme == "cacheblend" || s.scheme == "sparsex") {
+        key = "ratio";
       } else if (s.scheme == "epic") {
-        s.params.recompute_tokens = std::stoi(v);
+        key = "recompute_tokens";
       } else {
         return make_error(ErrorCode::kInvalidArgument, "--schemes: '", s.scheme, "' takes no value");
       }
+    }
+    try {
+      size_t used = 0;
+      if (key == "ratio") {
+        p.ratio = std::stod(v, &used);
+      } else {
+        std::optional<int32_t>* dst = key == "recompute_tokens"     ? &p.recompute_tokens
+                                      : key == "check_layer"        ? &p.check_layer
+                                      : key == "boundary_layer"     ? &p.boundary_layer
+                                      : key == "overflow_blocks"    ? &p.overflow_blocks
+                                      : key == "tail_tokens"        ? &p.tail_tokens
+                                      : key == "min_segment_tokens" ? &p.min_segment_tokens
+                                                                    : nullptr;
+        if (dst == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown parameter '", key, "'");
+        *dst = std::stoi(v, &used);
+      }
+      if (used != v.size()) throw std::invalid_argument(v);
     } catch (const std::exception&) {
       return make_error(ErrorCode::kInvalidArgument, "--schemes: bad value in '", spec, "'");
     }
@@ -103,7 +134,9 @@ void register_bench_fidelity(CLI::App& app) {
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
   cmd->add_option("--schemes", a->schemes,
-                  "schemes to compare, comma-separated; cacheblend:RATIO and epic:N set their parameter")
+                  "schemes to compare, comma-separated: naive, epic, cacheblend, sparsex; SCHEME:V sets the main "
+                  "parameter (cacheblend and sparsex: ratio, epic: recompute_tokens), SCHEME:KEY=V any other "
+                  "(e.g. sparsex:0.15:boundary_layer=0)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--prompts", a->o.tasks.n_prompts, "prompts")->capture_default_str()->check(CLI::Range(1, 100000));

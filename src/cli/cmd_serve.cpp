@@ -27,6 +27,7 @@
 #include "server/adapter_path.h"
 #include "server/http_server.h"
 #include "server/serve_config.h"
+#include "sharing/scheme.h"
 
 namespace agentkv::cli {
 
@@ -340,12 +341,12 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-sharing", e.kv_sharing,
                   "default KV-sharing scheme for requests without kv_sharing: none (each adapter its own "
                   "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV), and the "
-                  "approximate segment-reuse schemes naive, epic and cacheblend (docs/kv-sharing.md)")
+                  "approximate segment-reuse schemes naive, epic, cacheblend and sparsex (docs/kv-sharing.md)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"none", "alora", "icarus", "naive", "epic", "cacheblend"}));
+      ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
   // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
   cmd->add_option_function<double>("--reuse-ratio", [&e](double v) { e.kv_sharing_params.ratio = v; },
-                                   "cacheblend: share of reused tokens recomputed (default 0.15)")
+                                   "cacheblend, sparsex: share of reused tokens recomputed (default 0.15)")
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option_function<int32_t>("--reuse-recompute-tokens",
                                     [&e](int32_t v) { e.kv_sharing_params.recompute_tokens = v; },
@@ -354,6 +355,20 @@ void register_serve(CLI::App& app) {
   cmd->add_option_function<int32_t>("--reuse-check-layer", [&e](int32_t v) { e.kv_sharing_params.check_layer = v; },
                                     "cacheblend: the layer that selects the tokens to recompute (default 1)")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option_function<int32_t>("--reuse-boundary-layer",
+                                    [&e](int32_t v) { e.kv_sharing_params.boundary_layer = v; },
+                                    "sparsex: layers below it run densely, it selects the tokens to recompute (the "
+                                    "paper's l*; default 5; 0 is SparseX without the hybrid boundary)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option_function<int32_t>("--reuse-overflow-blocks",
+                                    [&e](int32_t v) { e.kv_sharing_params.overflow_blocks = v; },
+                                    "sparsex: KV blocks of reused tokens recomputed on each side of new text "
+                                    "(default 1)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option_function<int32_t>("--reuse-tail-tokens", [&e](int32_t v) { e.kv_sharing_params.tail_tokens = v; },
+                                    "sparsex: last reused tokens recomputed when the prompt ends in reused text "
+                                    "(default 64)")
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option_function<int32_t>("--reuse-min-segment-tokens",
                                     [&e](int32_t v) { e.kv_sharing_params.min_segment_tokens = v; },
                                     "segment reuse: shortest cached run reused, in tokens (default two KV blocks)")

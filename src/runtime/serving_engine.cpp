@@ -269,6 +269,9 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   if (!params.ratio) params.ratio = opts_.kv_sharing_params.ratio;
   if (!params.recompute_tokens) params.recompute_tokens = opts_.kv_sharing_params.recompute_tokens;
   if (!params.check_layer) params.check_layer = opts_.kv_sharing_params.check_layer;
+  if (!params.boundary_layer) params.boundary_layer = opts_.kv_sharing_params.boundary_layer;
+  if (!params.overflow_blocks) params.overflow_blocks = opts_.kv_sharing_params.overflow_blocks;
+  if (!params.tail_tokens) params.tail_tokens = opts_.kv_sharing_params.tail_tokens;
   if (!params.min_segment_tokens) params.min_segment_tokens = opts_.kv_sharing_params.min_segment_tokens;
   // Prompt logprobs need every prompt row computed: no segment reuse there.
   // An ICaRus decoder row pairs with its encoder row: no reuse either.
@@ -571,6 +574,8 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   c.begin = b;
   c.n = e - b;
   c.n_layers = model_->spec.n_layers;
+  c.n_prompt = n_prompt;
+  c.block_tokens = bs;
   c.reused = std::span<const uint8_t>(l.reused.data() + b, c.n);
   c.run_start = std::span<const int32_t>(l.run_start.data() + b, c.n);
   std::vector<ReuseRow> want;

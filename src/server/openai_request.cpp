@@ -167,10 +167,10 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
     for (const auto& [key, val] : v->items()) {
       (void)val;
       if (key != "scheme" && key != "ratio" && key != "recompute_tokens" && key != "check_layer" &&
-          key != "min_segment_tokens") {
+          key != "boundary_layer" && key != "overflow_blocks" && key != "tail_tokens" && key != "min_segment_tokens") {
         return bad_request("kv_sharing." + key, "unknown kv_sharing parameter '" + key +
                                                     "' (expected scheme, ratio, recompute_tokens, check_layer, "
-                                                    "min_segment_tokens)");
+                                                    "boundary_layer, overflow_blocks, tail_tokens, min_segment_tokens)");
       }
     }
     const json* name = field(*v, "scheme");
@@ -184,6 +184,9 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
     }
     const std::pair<const char*, std::optional<int32_t>*> ints[] = {{"recompute_tokens", &p.recompute_tokens},
                                                                     {"check_layer", &p.check_layer},
+                                                                    {"boundary_layer", &p.boundary_layer},
+                                                                    {"overflow_blocks", &p.overflow_blocks},
+                                                                    {"tail_tokens", &p.tail_tokens},
                                                                     {"min_segment_tokens", &p.min_segment_tokens}};
     for (const auto& [key, dst] : ints) {
       const json* n = field(*v, key);

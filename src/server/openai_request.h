@@ -64,7 +64,8 @@ struct SamplingFields {
   bool include_usage = false;             // stream_options.include_usage
   std::optional<std::string> cache_salt;  // non-empty when present
   // "kv_sharing": a scheme name, or {"scheme": name, "ratio": x,
-  // "recompute_tokens": n, "check_layer": n, "min_segment_tokens": n}.
+  // "recompute_tokens": n, "check_layer": n, "boundary_layer": n,
+  // "overflow_blocks": n, "tail_tokens": n, "min_segment_tokens": n}.
   // Types are checked here; names and ranges by the caller and the engine.
   std::optional<std::string> kv_sharing;
   KvSharingParams kv_sharing_params;

@@ -24,6 +24,8 @@ struct ReuseChunk {
   int32_t begin = 0;
   int32_t n = 0;
   int32_t n_layers = 0;
+  int32_t n_prompt = 0;      // prompt tokens of the request (the chunk ends at or before)
+  int32_t block_tokens = 0;  // tokens per KV block, for schemes that measure in blocks
   // Per position of the chunk: 1 when its K/V was copied from a cached
   // segment (the chunk's part of the request's reuse map).
   std::span<const uint8_t> reused;
@@ -68,9 +70,18 @@ class ReusePlanner {
   virtual void plan_chunk(const ReuseChunk& chunk, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) = 0;
 };
 
-// The planners of the three segment-reuse baselines; params are checked.
+// The planners of the segment-reuse schemes; params are checked.
 std::unique_ptr<ReusePlanner> make_naive_planner();
 std::unique_ptr<ReusePlanner> make_epic_planner(int32_t recompute_tokens);
 std::unique_ptr<ReusePlanner> make_cacheblend_planner(double ratio, int32_t check_layer);
+
+// SparseX (SCHEMES.md §2): dense below boundary_layer, Sparse-Q selection at it.
+struct SparsexConfig {
+  int32_t boundary_layer = 0;
+  double ratio = 0;
+  int32_t overflow_blocks = 0;
+  int32_t tail_tokens = 0;
+};
+std::unique_ptr<ReusePlanner> make_sparsex_planner(const SparsexConfig& c);
 
 }  // namespace agentkv

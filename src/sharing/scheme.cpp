@@ -8,9 +8,10 @@ const SharingScheme* sharing_scheme_icarus_instance();
 const SharingScheme* sharing_scheme_naive_instance();
 const SharingScheme* sharing_scheme_epic_instance();
 const SharingScheme* sharing_scheme_cacheblend_instance();
+const SharingScheme* sharing_scheme_sparsex_instance();
 
 namespace {
-constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "cacheblend"};
+constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex"};
 }  // namespace
 
 std::span<const char* const> sharing_scheme_names() { return kNames; }
@@ -31,14 +32,16 @@ const SharingScheme* sharing_scheme_get(std::string_view name) {
   if (name == "naive") return sharing_scheme_naive_instance();
   if (name == "epic") return sharing_scheme_epic_instance();
   if (name == "cacheblend") return sharing_scheme_cacheblend_instance();
+  if (name == "sparsex") return sharing_scheme_sparsex_instance();
   return nullptr;
 }
 
 Status SharingScheme::check_params(const KvSharingParams& p) const {
   if (p.empty()) return Status::ok();
   return make_error(ErrorCode::kInvalidArgument, "kv_sharing scheme '", name(),
-                    "' takes no parameters (ratio, recompute_tokens, check_layer and min_segment_tokens belong to the "
-                    "segment-reuse schemes naive, epic and cacheblend)");
+                    "' takes no parameters (ratio, recompute_tokens, check_layer, boundary_layer, overflow_blocks, "
+                    "tail_tokens and min_segment_tokens belong to the segment-reuse schemes naive, epic, cacheblend "
+                    "and sparsex)");
 }
 
 void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) {

@@ -62,9 +62,16 @@ class SharingScheme {
 inline constexpr double kCacheblendDefaultRatio = 0.15;   // LMCache's default
 inline constexpr int32_t kCacheblendDefaultCheckLayer = 1;
 inline constexpr int32_t kEpicDefaultRecomputeTokens = 16;  // LegoLink-16
+// SparseX: the paper gives l* as the first 15-20% of layers for small dense
+// models and the tail and overflow sizes, but no top-k budget; the ratio is
+// ours (docs/benchmarks.md, "SparseX defaults", has the sweep).
+inline constexpr int32_t kSparsexDefaultBoundaryLayer = 5;
+inline constexpr double kSparsexDefaultRatio = 0.15;
+inline constexpr int32_t kSparsexDefaultOverflowBlocks = 1;
+inline constexpr int32_t kSparsexDefaultTailTokens = 64;
 // min_segment_tokens defaults to two KV blocks (the engine knows the size).
 
-// "none", "alora", "icarus", "naive", "epic", "cacheblend"; null for an
+// "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex"; null for an
 // unknown name. Instances are static.
 const SharingScheme* sharing_scheme_get(std::string_view name);
 // The names sharing_scheme_get knows, for help texts and errors.

@@ -31,6 +31,18 @@ Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const 
                         *p.check_layer);
     }
   }
+  const std::pair<const char*, std::pair<bool, const std::optional<int32_t>*>> non_negative[] = {
+      {"boundary_layer", {takes.boundary_layer, &p.boundary_layer}},
+      {"overflow_blocks", {takes.overflow_blocks, &p.overflow_blocks}},
+      {"tail_tokens", {takes.tail_tokens, &p.tail_tokens}}};
+  for (const auto& [field, taken_value] : non_negative) {
+    const auto& [taken, value] = taken_value;
+    if (!*value) continue;
+    if (!taken) return not_taken(field);
+    if (**value < 0) {
+      return make_error(ErrorCode::kInvalidArgument, "kv_sharing ", field, " must be >= 0, got ", **value);
+    }
+  }
   if (p.min_segment_tokens && *p.min_segment_tokens < 1) {
     return make_error(ErrorCode::kInvalidArgument, "kv_sharing min_segment_tokens must be >= 1, got ",
                       *p.min_segment_tokens);

@@ -22,6 +22,9 @@ struct ReuseParamSet {
   bool ratio = false;
   bool recompute_tokens = false;
   bool check_layer = false;
+  bool boundary_layer = false;
+  bool overflow_blocks = false;
+  bool tail_tokens = false;
 };
 Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const KvSharingParams& p);
 

@@ -1,9 +1,9 @@
 // Segment reuse anywhere in a prompt on the real model, through the serving
 // engine (issue "Partial recomputation"): a cached document is found at any
 // offset of a new prompt and in the generated tokens of an earlier request,
-// never across namespaces; naive, epic and cacheblend run on it; and the
-// exact limits (cacheblend at ratio 1.0, epic with N >= the segment length)
-// give the logits of full recomputation, bit for bit (the same rows as a
+// never across namespaces; naive, epic, cacheblend and sparsex run on it;
+// and the exact limits (cacheblend and sparsex at ratio 1.0, sparsex with its
+// boundary at the layer count, epic with N >= the segment length) give the logits of full recomputation, bit for bit (the same rows as a
 // dense prefill, and the kernels are batch-invariant). Skipped when the
 // model file is absent (failed under CI).
 #include <gtest/gtest.h>
@@ -120,8 +120,9 @@ TEST_F(Reuse, PrefixHitsTakePrecedence) {
 }
 
 // The exact limits on 20 multi-document prompts whose documents were cached
-// alone, in another order: cacheblend at ratio 1.0 and epic with N larger
-// than any segment recompute every token, so the result is full prefill's.
+// alone, in another order: cacheblend and sparsex at ratio 1.0, sparsex with
+// every layer dense and epic with N larger than any segment recompute every
+// token, so the result is full prefill's.
 TEST_F(Reuse, ExactLimitsEqualFullRecomputation) {
   auto ref_eng = make("none", /*prefix_caching=*/false);
   auto eng = make("none");
@@ -130,6 +131,8 @@ TEST_F(Reuse, ExactLimitsEqualFullRecomputation) {
   blend_all.ratio = 1.0;
   KvSharingParams epic_all;
   epic_all.recompute_tokens = 100000;
+  KvSharingParams sparsex_dense;
+  sparsex_dense.boundary_layer = 30;  // SmolLM2's layer count
   int64_t reused = 0;
   for (uint32_t i = 0; i < 20; ++i) {
     std::vector<std::vector<int32_t>> docs;
@@ -143,16 +146,24 @@ TEST_F(Reuse, ExactLimitsEqualFullRecomputation) {
     ServeRequest e = req(prompt, 4, epic_all);
     e.kv_sharing = "epic";
     const Outcome oe = one(*eng, std::move(e));
+    ServeRequest sr = req(prompt, 4, blend_all);
+    sr.kv_sharing = "sparsex";
+    const Outcome osr = one(*eng, std::move(sr));
+    ServeRequest sl = req(prompt, 4, sparsex_dense);
+    sl.kv_sharing = "sparsex";
+    const Outcome osl = one(*eng, std::move(sl));
     expect_same(ob, ref, "cacheblend ratio 1.0, prompt " + std::to_string(i));
     expect_same(oe, ref, "epic N=100000, prompt " + std::to_string(i));
-    reused += ob.reused + oe.reused;
+    expect_same(osr, ref, "sparsex ratio 1.0, prompt " + std::to_string(i));
+    expect_same(osl, ref, "sparsex boundary_layer 30, prompt " + std::to_string(i));
+    reused += ob.reused + oe.reused + osr.reused + osl.reused;
     // The approximate K/V was never indexed: the same prompt under none is a
     // plain computation again (no prefix hit past the shared head).
     if (i == 0) {
       EXPECT_LE(one(*eng, req(prompt, 1)).cached, 16);
     }
   }
-  EXPECT_GT(reused, 20 * 2 * 64);  // the copies happened (and were overwritten)
+  EXPECT_GT(reused, 20 * 4 * 64);  // the copies happened (and were overwritten)
 }
 
 TEST_F(Reuse, SchemesRunAndReportReuse) {
@@ -162,7 +173,7 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
   one(*eng, req(cat({doc(22, 2), d1}), 1));
   one(*eng, req(cat({doc(23, 9), d2}), 1));
   const auto prompt = cat({doc(24, 5), d2, d1, doc(25, 10)});
-  for (const char* scheme : {"naive", "epic", "cacheblend"}) {
+  for (const char* scheme : {"naive", "epic", "cacheblend", "sparsex"}) {
     ServeRequest r = req(prompt, 8);
     r.kv_sharing = scheme;
     const Outcome o = one(*eng, std::move(r));
@@ -170,10 +181,17 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
     EXPECT_EQ(o.tokens.size(), 8u) << scheme;
     EXPECT_GE(o.reused, 96) << scheme;
     // The prefill's K/V entries: naive computes only the tokens it did not
-    // reuse, in all 30 layers; cacheblend all tokens in layers 0 and 1.
+    // reuse, in all 30 layers; cacheblend all tokens in layers 0 and 1;
+    // sparsex all tokens in layers 0 to 5 (its boundary).
     const int64_t n = static_cast<int64_t>(prompt.size());
-    if (std::string(scheme) == "naive") EXPECT_EQ(o.prefill_token_layers, (n - o.reused) * 30);
-    if (std::string(scheme) == "cacheblend") EXPECT_GE(o.prefill_token_layers, n * 2 + (n - o.reused) * 28);
+    const std::string s = scheme;
+    if (s == "naive") {
+      EXPECT_EQ(o.prefill_token_layers, (n - o.reused) * 30);
+    } else if (s == "cacheblend") {
+      EXPECT_GE(o.prefill_token_layers, n * 2 + (n - o.reused) * 28);
+    } else if (s == "sparsex") {
+      EXPECT_GE(o.prefill_token_layers, n * 6 + (n - o.reused) * 24);
+    }
     EXPECT_LT(o.prefill_token_layers, n * 30) << scheme;
   }
   // A plain request computes every entry.
@@ -234,6 +252,15 @@ TEST_F(Reuse, BadSchemeParametersAreInvalidArguments) {
   p = {};
   p.min_segment_tokens = 0;
   EXPECT_EQ(submit("naive", p), ErrorCode::kInvalidArgument);
+  p = {};
+  p.boundary_layer = -1;
+  EXPECT_EQ(submit("sparsex", p), ErrorCode::kInvalidArgument);
+  p.boundary_layer = 0;
+  EXPECT_EQ(submit("sparsex", p), ErrorCode::kOk);
+  EXPECT_EQ(submit("cacheblend", p), ErrorCode::kInvalidArgument);
+  p = {};
+  p.tail_tokens = -5;
+  EXPECT_EQ(submit("sparsex", p), ErrorCode::kInvalidArgument);
 }
 
 }  // namespace
