@@ -211,6 +211,10 @@ def test_bad_kv_sharing_is_400(server, value):
     ({"scheme": "naive", "ratio": 0.3}, None, "takes no 'ratio'"),
     ({"scheme": "cacheblend", "recompute_tokens": 8}, None, "takes no 'recompute_tokens'"),
     ({"scheme": "none", "ratio": 0.3}, None, "takes no parameters"),
+    ({"scheme": "sparsex", "boundary_layer": -1}, None, "boundary_layer must be >= 0"),
+    ({"scheme": "sparsex", "tail_tokens": "all"}, "kv_sharing.tail_tokens", "integer"),
+    ({"scheme": "cacheblend", "overflow_blocks": 1}, None, "takes no 'overflow_blocks'"),
+    ({"scheme": "sparsex", "check_layer": 2}, None, "takes no 'check_layer'"),
 ])
 def test_bad_segment_reuse_parameters_are_400_and_the_server_goes_on(server, client, value, param, words):
     status, data = server.post_json("/v1/completions", {"prompt": "x", "max_tokens": 1, "kv_sharing": value},
@@ -227,14 +231,15 @@ def test_segment_reuse_reports_reused_tokens(server, client):
     doc = " ".join(f"Fact {i}: the river number {i} flows north past the old mill." for i in range(12))
     client.completions.create(model=BASE, prompt="Notes. " + doc, max_tokens=1, temperature=0)
     for scheme in ({"scheme": "naive"}, {"scheme": "epic", "recompute_tokens": 8},
-                   {"scheme": "cacheblend", "ratio": 0.2}):
+                   {"scheme": "cacheblend", "ratio": 0.2},
+                   {"scheme": "sparsex", "ratio": 0.2, "boundary_layer": 3, "overflow_blocks": 1, "tail_tokens": 16}):
         r = client.completions.create(model=BASE, prompt="A different start, then: " + doc + " Which river flows north?",
                                       max_tokens=2, temperature=0, extra_body={"kv_sharing": scheme})
         details = r.usage.model_dump()["prompt_tokens_details"]
         assert details.get("reused_tokens", 0) >= 64, (scheme, details)
         assert applied(r.usage) == scheme["scheme"]
     m = server.metrics()
-    for name in ("naive", "epic", "cacheblend"):
+    for name in ("naive", "epic", "cacheblend", "sparsex"):
         assert metric(m, "agentkv_scheme_reused_tokens_total", scheme=name) >= 64, name
         assert metric(m, "agentkv_scheme_computed_token_layers_total", scheme=name) > 0, name
 
