@@ -1,6 +1,6 @@
 // Per-request parameters of the KV-sharing schemes that have any (segment
 // reuse: naive, epic, cacheblend, sparsex). Unset fields take the server's defaults;
-// a field on a scheme that does not use it is an error (docs/kv-sharing.md).
+// a field on a scheme that does not use it is an error (docs/usage.md, "Segment reuse").
 #pragma once
 
 #include <cstdint>

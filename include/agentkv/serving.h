@@ -45,9 +45,9 @@ struct ServeRequest {
   // KV-sharing scheme for this request: "" = the engine's default, else
   // "none", "alora", "icarus", "naive", "epic" or "cacheblend"
   // (kInvalidArgument otherwise). alora and icarus only change what adapters
-  // of their own kind share; others behave as "none". naive, epic and
-  // cacheblend reuse cached segments anywhere in the prompt (approximate;
-  // docs/kv-sharing.md), except for requests with prompt_logprobs.
+  // of their own kind share; others behave as "none". naive, epic,
+  // cacheblend and sparsex reuse cached segments anywhere in the prompt (approximate;
+  // docs/usage.md, "Segment reuse"), except for requests with prompt_logprobs.
   std::string kv_sharing;
   // The scheme's parameters; unset ones take the engine's defaults. One the
   // scheme does not take, or a value out of range, is kInvalidArgument.
