@@ -341,7 +341,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-sharing", e.kv_sharing,
                   "default KV-sharing scheme for requests without kv_sharing: none (each adapter its own "
                   "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV), and the "
-                  "approximate segment-reuse schemes naive, epic, cacheblend and sparsex (docs/usage.md, "Segment reuse")")
+                  "approximate segment-reuse schemes naive, epic, cacheblend and sparsex (docs/usage.md, \"Segment reuse\")")
       ->capture_default_str()
       ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
   // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
