@@ -242,7 +242,7 @@ Status Runner::execute(const Step& step, StepOutput* out) {
 
   // The residual stream needs room for every row (x_, xn_); the other
   // scratch holds the active rows, at most R.
-  for (std::vector<float>* b : {&x_, &xn_, &h_}) b->resize(R * s.d_model);
+  for (AlignedVector<float>* b : {&x_, &xn_, &h_}) b->resize(R * s.d_model);
   q_.resize(R * s.q_dim());
   k_.resize(R * s.kv_dim());
   v_.resize(R * s.kv_dim());

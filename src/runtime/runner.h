@@ -23,6 +23,7 @@
 #include "kv/kv_storage.h"
 #include "model/weights.h"
 #include "runtime/step.h"
+#include "util/aligned_vector.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -64,16 +65,17 @@ class Runner {
   KvStorage* kv_;
   RopeParams rope_;
 
-  // Scratch, grown to the largest step seen. Shapes for R rows:
-  std::vector<float> x_;      // (R, d_model) residual stream
-  std::vector<float> h_;      // (R, d_model) normed input
-  std::vector<float> q_;      // (R, n_heads * head_dim)
-  std::vector<float> k_;      // (R, kv_dim)
-  std::vector<float> v_;      // (R, kv_dim)
-  std::vector<float> att_;    // (R, n_heads * head_dim)
-  std::vector<float> gate_;   // (R, ffn_dim)
-  std::vector<float> up_;     // (R, ffn_dim)
-  std::vector<float> xn_;     // (R, d_model) the residual stream while re-compacting
+  // Scratch, grown to the largest step seen, 64-byte aligned (util/
+  // aligned_vector.h). Shapes for R rows:
+  AlignedVector<float> x_;      // (R, d_model) residual stream
+  AlignedVector<float> h_;      // (R, d_model) normed input
+  AlignedVector<float> q_;      // (R, n_heads * head_dim)
+  AlignedVector<float> k_;      // (R, kv_dim)
+  AlignedVector<float> v_;      // (R, kv_dim)
+  AlignedVector<float> att_;    // (R, n_heads * head_dim)
+  AlignedVector<float> gate_;   // (R, ffn_dim)
+  AlignedVector<float> up_;     // (R, ffn_dim)
+  AlignedVector<float> xn_;     // (R, d_model) the residual stream while re-compacting
   std::vector<int32_t> row_pos_, row_indptr_, block_indptr_, block_ids_;
   std::vector<int64_t> slots_;
   AttentionPlan plan_;
@@ -86,7 +88,7 @@ class Runner {
   std::vector<uint8_t> dropped_;    // a hook dropped the row
   std::vector<int32_t> capture_at_; // each Step row's index in StepOutput::captures, or -1
   // Hook scratch: cached K/V of the hooked rows, their keep flags, colsums.
-  std::vector<float> hook_k_, hook_v_, hook_q_, colsum_;
+  AlignedVector<float> hook_k_, hook_v_, hook_q_, colsum_;
   std::vector<int32_t> hook_pos_, hook_blocks_;
   std::vector<uint8_t> keep_;
   std::vector<int64_t> copy_src_, copy_dst_;

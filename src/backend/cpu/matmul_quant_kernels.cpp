@@ -15,6 +15,7 @@
 #include "backend/cpu/dot_tile.h"
 #include "backend/cpu/matmul_quant.h"
 #include "backend/cpu/matmul_quant_blocks.h"
+#include "util/aligned_vector.h"
 
 namespace agentkv::cpu {
 namespace {
@@ -121,7 +122,7 @@ void rows_type(const float* x, const QuantMatrix& w, float* y, int64_t m, int64_
   if (m > 4) {
     // ~96 KiB of decoded weights per panel: L2-resident across all x rows.
     const int64_t panel_rows = std::max<int64_t>(12, (int64_t(24) << 10) / std::max<int64_t>(1, k) / 12 * 12);
-    thread_local std::vector<float> panel;
+    thread_local AlignedVector<float> panel;
     panel.resize(size_t(panel_rows * k));
     for (int64_t j0 = n0; j0 < n1; j0 += panel_rows) {
       const int64_t j1 = std::min(n1, j0 + panel_rows);
