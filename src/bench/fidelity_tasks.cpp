@@ -48,8 +48,8 @@ Result<FidelityTaskOptions> fidelity_task_defaults(const std::string& kind) {
   } else if (kind == "cwe") {
     o.doc_tokens = 200;
     o.answer_words = 3;
-    o.common_freq = 12;
-    o.rare_freq = 2;
+    o.common_freq = 25;
+    o.rare_freq = 1;
   } else if (kind == "fwe") {
     o.doc_tokens = 200;
     o.zipf_alpha = 2.0;

@@ -27,6 +27,7 @@ struct FidelityTaskOptions {
   int32_t n_prompts = 50;
   int32_t n_docs = 4;
   int32_t doc_tokens = 80;      // passkey, mq-niah, vt: exactly this many; cwe, fwe: at most
+                                // (cwe also stops when its 159 nouns are used)
   int32_t question_tokens = 0;  // > 0: filler before the question up to this many tokens
   uint64_t seed = 1;
   int32_t needles = 4;          // mq-niah: key-value needles in the context
@@ -34,8 +35,8 @@ struct FidelityTaskOptions {
   int32_t chains = 1;           // vt: chains of assignments (the others are distractors)
   int32_t hops = 2;             // vt: assignments after the first in each chain
   int32_t answer_words = 3;     // cwe: common words asked (fwe always asks 3)
-  int32_t common_freq = 12;     // cwe: occurrences of each common word
-  int32_t rare_freq = 2;        // cwe: occurrences of every other word
+  int32_t common_freq = 25;     // cwe: occurrences of each common word
+  int32_t rare_freq = 1;        // cwe: occurrences of every other word
   double zipf_alpha = 2.0;      // fwe: word counts proportional to rank^-alpha
 };
 

@@ -52,7 +52,7 @@ Result<std::vector<FidelityTask>> make_vt_tasks(const Tokenizer& tok, const Fide
                                 " in the documents above.",
                             "Answer: According to the chain(s) of variable assignment in the documents above, " +
                                 std::to_string(per_chain) + " variables are assigned the value " + values[0] +
-                                ", they are:",
+                                ", they are: VAR",
                             o.question_tokens);
     t.cache_order = task_shuffled_order(o.n_docs, rng);
     tasks.push_back(std::move(t));

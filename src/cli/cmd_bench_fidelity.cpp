@@ -196,9 +196,9 @@ void register_bench_fidelity(CLI::App& app) {
   cmd->add_option("--hops", a->shape.hops, "vt: assignments after the first in each chain (default 2)")
       ->check(CLI::Range(0, 100));
   cmd->add_option("--words", a->shape.words, "cwe: common words asked (default 3)")->check(CLI::Range(1, 100));
-  cmd->add_option("--common-freq", a->shape.common_freq, "cwe: occurrences of each common word (default 12)")
+  cmd->add_option("--common-freq", a->shape.common_freq, "cwe: occurrences of each common word (default 25)")
       ->check(CLI::Range(2, 1000));
-  cmd->add_option("--rare-freq", a->shape.rare_freq, "cwe: occurrences of each other word (default 2)")
+  cmd->add_option("--rare-freq", a->shape.rare_freq, "cwe: occurrences of each other word (default 1)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--zipf-alpha", a->shape.zipf_alpha, "fwe: Zipf exponent of the word counts (default 2)")
       ->check(CLI::Range(1.01, 10.0));
