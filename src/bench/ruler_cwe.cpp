@@ -13,6 +13,14 @@ namespace {
 // whole (task_split_pieces): more than one entry "\n123. squirrel" takes.
 constexpr int32_t kPieceSlack = 16;
 
+// "\n<n>." (built by appending: g++ 12 warns falsely on "\n" + std::string).
+std::string entry_number(size_t n) {
+  std::string s = "\n";
+  s += std::to_string(n);
+  s += '.';
+  return s;
+}
+
 }  // namespace
 
 Result<std::vector<FidelityTask>> make_cwe_tasks(const Tokenizer& tok, const FidelityTaskOptions& o) {
@@ -42,7 +50,7 @@ Result<std::vector<FidelityTask>> make_cwe_tasks(const Tokenizer& tok, const Fid
       int64_t more = 0;
       for (int32_t r = 0; r < times; ++r) {
         more += static_cast<int64_t>(word_ids[w].size() +
-                                     tok.encode("\n" + std::to_string(list.size() + r + 1) + ".", false, false).size());
+                                     tok.encode(entry_number(list.size() + r + 1), false, false).size());
       }
       if (tokens + more > budget) return false;
       tokens += more;
@@ -59,7 +67,7 @@ Result<std::vector<FidelityTask>> make_cwe_tasks(const Tokenizer& tok, const Fid
     std::shuffle(list.begin(), list.end(), rng);
     std::vector<std::vector<int32_t>> pieces;
     for (size_t e = 0; e < list.size(); ++e) {
-      pieces.push_back(tok.encode("\n" + std::to_string(e + 1) + ".", false, false));
+      pieces.push_back(tok.encode(entry_number(e + 1), false, false));
       pieces.back().insert(pieces.back().end(), word_ids[list[e]].begin(), word_ids[list[e]].end());
     }
     t.docs = task_split_pieces(pieces, o.n_docs);
