@@ -54,7 +54,8 @@ Result<FidelityTaskOptions> fidelity_task_defaults(const std::string& kind) {
     o.doc_tokens = 200;
     o.zipf_alpha = 2.0;
   } else {
-    return make_error(ErrorCode::kInvalidArgument, "unknown task '", kind, "' (passkey, mq-niah, vt, cwe, fwe)");
+    return make_error(ErrorCode::kInvalidArgument, "unknown task '", kind,
+                      "' (passkey, mq-niah, vt, cwe, fwe)");
   }
   return o;
 }
@@ -75,15 +76,16 @@ Result<std::vector<FidelityTask>> make_fidelity_tasks(const Tokenizer& tok, cons
   } else if (o.kind == "fwe") {
     tasks = make_fwe_tasks(tok, o);
   } else {
-    return make_error(ErrorCode::kInvalidArgument, "unknown task '", o.kind, "' (passkey, mq-niah, vt, cwe, fwe)");
+    return make_error(ErrorCode::kInvalidArgument, "unknown task '", o.kind,
+                      "' (passkey, mq-niah, vt, cwe, fwe)");
   }
   if (!tasks.is_ok()) return tasks;
   // Needles and chains are never cut, so too short a document overflows.
   for (const FidelityTask& t : *tasks) {
     for (const auto& d : t.docs) {
       if (static_cast<int32_t>(d.size()) > o.doc_tokens) {
-        return make_error(ErrorCode::kInvalidArgument, o.kind, ": ", d.size(), "-token document exceeds --doc-tokens ",
-                          o.doc_tokens, " (the needles do not fit)");
+        return make_error(ErrorCode::kInvalidArgument, o.kind, ": ", d.size(),
+                          "-token document exceeds --doc-tokens ", o.doc_tokens, " (the needles do not fit)");
       }
     }
   }

@@ -30,25 +30,25 @@ struct FidelityTaskOptions {
                                 // (cwe also stops when its 159 nouns are used)
   int32_t question_tokens = 0;  // > 0: filler before the question up to this many tokens
   uint64_t seed = 1;
-  int32_t needles = 4;          // mq-niah: key-value needles in the context
-  int32_t queries = 2;          // mq-niah: keys asked (<= needles)
-  int32_t chains = 1;           // vt: chains of assignments (the others are distractors)
-  int32_t hops = 2;             // vt: assignments after the first in each chain
-  int32_t answer_words = 3;     // cwe: common words asked (fwe always asks 3)
-  int32_t common_freq = 25;     // cwe: occurrences of each common word
-  int32_t rare_freq = 1;        // cwe: occurrences of every other word
-  double zipf_alpha = 2.0;      // fwe: word counts proportional to rank^-alpha
+  int32_t needles = 4;       // mq-niah: key-value needles in the context
+  int32_t queries = 2;       // mq-niah: keys asked (<= needles)
+  int32_t chains = 1;        // vt: chains of assignments (the others are distractors)
+  int32_t hops = 2;          // vt: assignments after the first in each chain
+  int32_t answer_words = 3;  // cwe: common words asked (fwe always asks 3)
+  int32_t common_freq = 25;  // cwe: occurrences of each common word
+  int32_t rare_freq = 1;     // cwe: occurrences of every other word
+  double zipf_alpha = 2.0;   // fwe: word counts proportional to rank^-alpha
 };
 
 struct FidelityTask {
   std::string kind;
-  std::vector<int32_t> head;                   // chat header + instruction
+  std::vector<int32_t> head;  // chat header + instruction
   // What the bench puts before a document when it caches it alone: another
   // preamble, so no document of the prompt is an exact prefix hit (each is
   // found as a segment, as in RAG where chunks are cached on their own).
   std::vector<int32_t> cache_head;
-  std::vector<std::vector<int32_t>> docs;      // in prompt order
-  std::vector<int32_t> tail;                   // question, end of turn, assistant header + answer prefix
+  std::vector<std::vector<int32_t>> docs;  // in prompt order
+  std::vector<int32_t> tail;               // question, end of turn, assistant header + answer prefix
   // Strings a correct answer contains, all of them (RULER's string-match-all).
   std::vector<std::string> answers;
   // The order in which the bench caches the documents before the prompt

@@ -11,7 +11,8 @@ namespace {
 
 // Filler sentences tokenized one by one until `n` tokens; `insert` (if not
 // empty) goes in after a random number (0-3) of sentences. Cut to exactly n.
-std::vector<int32_t> filler(const Tokenizer& tok, std::mt19937_64& rng, int32_t n, const std::string& insert) {
+std::vector<int32_t> filler(const Tokenizer& tok, std::mt19937_64& rng, int32_t n,
+                            const std::string& insert) {
   std::vector<int32_t> out;
   const size_t at_sentence = insert.empty() ? SIZE_MAX : rng() % 4;
   for (size_t s = 0; static_cast<int32_t>(out.size()) < n; ++s) {
@@ -40,8 +41,9 @@ std::vector<FidelityTask> make_passkey_tasks(const Tokenizer& tok, const Fidelit
     for (int32_t d = 0; d < o.n_docs; ++d) {
       std::vector<int32_t> doc = tok.encode("\nDocument " + std::to_string(d + 1) + ":", false, false);
       // The key sentence must survive the cut: it goes in early (first 4 sentences).
-      const auto body = filler(tok, rng, std::max<int32_t>(o.doc_tokens - static_cast<int32_t>(doc.size()), 1),
-                               d == answer_doc ? key : "");
+      const auto body =
+          filler(tok, rng, std::max<int32_t>(o.doc_tokens - static_cast<int32_t>(doc.size()), 1),
+                 d == answer_doc ? key : "");
       doc.insert(doc.end(), body.begin(), body.end());
       t.docs.push_back(std::move(doc));
     }

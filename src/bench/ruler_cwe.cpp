@@ -35,9 +35,10 @@ Result<std::vector<FidelityTask>> make_cwe_tasks(const Tokenizer& tok, const Fid
   for (int32_t i = 0; i < o.n_prompts; ++i) {
     FidelityTask t;
     t.kind = "cwe";
-    t.head = task_chat_head(tok,
-                            "Below is a numbered list of words. In these words, some appear more often than others. "
-                            "Memorize the ones that appear most often.");
+    t.head = task_chat_head(
+        tok,
+        "Below is a numbered list of words. In these words, some appear more often than others. "
+        "Memorize the ones that appear most often.");
     t.cache_head = task_cache_head(tok);
     const std::vector<std::string> nouns = task_pick_nouns(rng, static_cast<size_t>(n_words));
     // Entry n is "\n<n>." then " <word>", each tokenized alone, so the
@@ -73,9 +74,9 @@ Result<std::vector<FidelityTask>> make_cwe_tasks(const Tokenizer& tok, const Fid
     t.docs = task_split_pieces(pieces, o.n_docs);
     for (int32_t w = 0; w < o.answer_words; ++w) t.answers.push_back(nouns[w]);
     const std::string k = std::to_string(o.answer_words);
-    t.tail = task_chat_tail(tok, rng, "Question: What are the " + k + " most common words in the above list?",
-                            "Answer: The top " + k + " words that appear most often in the list are:",
-                            o.question_tokens);
+    t.tail = task_chat_tail(
+        tok, rng, "Question: What are the " + k + " most common words in the above list?",
+        "Answer: The top " + k + " words that appear most often in the list are:", o.question_tokens);
     t.cache_order = task_shuffled_order(o.n_docs, rng);
     tasks.push_back(std::move(t));
   }

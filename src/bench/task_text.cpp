@@ -8,12 +8,15 @@ namespace {
 
 // Sentences of the passkey-retrieval filler family, varied so that documents
 // differ (identical documents would make segment reuse trivial).
-constexpr const char* kSubjects[] = {"The grass", "The sky", "The old river", "A small bird", "The city",
-                                     "The morning", "A quiet road", "The garden", "The mountain", "The sea"};
+constexpr const char* kSubjects[] = {"The grass",    "The sky",     "The old river", "A small bird",
+                                     "The city",     "The morning", "A quiet road",  "The garden",
+                                     "The mountain", "The sea"};
 constexpr const char* kVerbs[] = {"is", "looks", "seems", "stays", "feels"};
-constexpr const char* kAdjectives[] = {"green", "blue", "calm", "bright", "warm", "still", "wide", "cold", "gold", "soft"};
-constexpr const char* kTails[] = {" today.", " again.", " in the evening.", " as always.", " near the hills.",
-                                  ". Here we go.", ". There and back again."};
+constexpr const char* kAdjectives[] = {"green", "blue", "calm", "bright", "warm",
+                                       "still", "wide", "cold", "gold",   "soft"};
+constexpr const char* kTails[] = {
+    " today.",          " again.",       " in the evening.",       " as always.",
+    " near the hills.", ". Here we go.", ". There and back again."};
 
 }  // namespace
 
@@ -50,7 +53,8 @@ std::vector<int32_t> task_filler_with(const Tokenizer& tok, std::mt19937_64& rng
   std::vector<int32_t> out;
   size_t k = 0;
   for (size_t s = 0; s <= sentences.size(); ++s) {
-    for (; k < ins.size() && at[k] == static_cast<int64_t>(s); ++k) out.insert(out.end(), ins[k].begin(), ins[k].end());
+    for (; k < ins.size() && at[k] == static_cast<int64_t>(s); ++k)
+      out.insert(out.end(), ins[k].begin(), ins[k].end());
     if (s < sentences.size()) out.insert(out.end(), sentences[s].begin(), sentences[s].end());
   }
   return out;
@@ -66,7 +70,8 @@ std::vector<int32_t> task_cache_head(const Tokenizer& tok) {
 
 std::vector<int32_t> task_chat_tail(const Tokenizer& tok, std::mt19937_64& rng, const std::string& question,
                                     const std::string& answer_prefix, int32_t question_tokens) {
-  const auto q = tok.encode("\n" + question + "<|im_end|>\n<|im_start|>assistant\n" + answer_prefix, false, true);
+  const auto q =
+      tok.encode("\n" + question + "<|im_end|>\n<|im_start|>assistant\n" + answer_prefix, false, true);
   std::vector<int32_t> tail;
   if (question_tokens > static_cast<int32_t>(q.size())) {
     tail = task_filler_with(tok, rng, question_tokens - static_cast<int32_t>(q.size()), {});
@@ -82,7 +87,8 @@ std::vector<int32_t> task_shuffled_order(int32_t n, std::mt19937_64& rng) {
   return order;
 }
 
-std::vector<std::vector<int32_t>> task_split_pieces(const std::vector<std::vector<int32_t>>& pieces, int32_t n) {
+std::vector<std::vector<int32_t>> task_split_pieces(const std::vector<std::vector<int32_t>>& pieces,
+                                                    int32_t n) {
   std::vector<std::vector<int32_t>> docs(static_cast<size_t>(std::max(n, 1)));
   int64_t total = 0;
   for (const auto& p : pieces) total += static_cast<int64_t>(p.size());

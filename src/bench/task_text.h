@@ -41,7 +41,8 @@ std::vector<int32_t> task_shuffled_order(int32_t n, std::mt19937_64& rng);
 // Splits separately tokenized pieces, in order, into n documents of nearly
 // equal token counts (a piece is never split): a piece goes to the document
 // in which its first token falls.
-std::vector<std::vector<int32_t>> task_split_pieces(const std::vector<std::vector<int32_t>>& pieces, int32_t n);
+std::vector<std::vector<int32_t>> task_split_pieces(const std::vector<std::vector<int32_t>>& pieces,
+                                                    int32_t n);
 
 // A uniform integer in [lo, hi].
 int64_t task_uniform(std::mt19937_64& rng, int64_t lo, int64_t hi);

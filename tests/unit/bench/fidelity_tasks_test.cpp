@@ -2,6 +2,8 @@
 // deterministic for a seed, its documents are the prompt's token runs (so a
 // cached document is found as a segment), its expected answers really are
 // the answers of its context, and its prompts keep to the asked size.
+#include "bench/fidelity_tasks.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 
 #include "../../ci_required.h"
 #include "../../source_dir.h"
-#include "bench/fidelity_tasks.h"
 #include "bench/task_words.h"
 #include "format/gguf.h"
 
@@ -33,9 +34,9 @@ const Tokenizer* model_tokenizer() {
   return tok ? &*tok : nullptr;
 }
 
-#define REQUIRE_TOKENIZER()                                                        \
-  const Tokenizer* tok_ptr = model_tokenizer();                                    \
-  AGENTKV_REQUIRE(tok_ptr == nullptr, "model file missing (scripts/setup.sh)");    \
+#define REQUIRE_TOKENIZER()                                                     \
+  const Tokenizer* tok_ptr = model_tokenizer();                                 \
+  AGENTKV_REQUIRE(tok_ptr == nullptr, "model file missing (scripts/setup.sh)"); \
   const Tokenizer& tok = *tok_ptr
 
 FidelityTaskOptions shape(const std::string& kind, int32_t prompts = 6) {
@@ -84,7 +85,8 @@ TEST(FidelityTasks, EveryKindHasDefaultsAndAnUnknownOneIsAnError) {
 }
 
 TEST(FidelityTasks, AnswerScoreIsTheShareOfAnswersFoundIgnoringCase) {
-  EXPECT_DOUBLE_EQ(fidelity_answer_score("The words are Apple, river.", {"apple", "river", "stone"}), 2.0 / 3);
+  EXPECT_DOUBLE_EQ(fidelity_answer_score("The words are Apple, river.", {"apple", "river", "stone"}),
+                   2.0 / 3);
   EXPECT_DOUBLE_EQ(fidelity_answer_score(" 12345.", {"12345"}), 1.0);
   EXPECT_DOUBLE_EQ(fidelity_answer_score("nothing", {"12345"}), 0.0);
   EXPECT_DOUBLE_EQ(fidelity_answer_score("x", {}), 0.0);
@@ -210,7 +212,8 @@ TEST(FidelityTasks, PasskeyPromptsAreThoseOfBeforeTheTaskKinds) {
   }
   EXPECT_EQ(h, 0xe8c43ba83003a956ull);
   // And the key is in its document.
-  for (const FidelityTask& t : *ts) EXPECT_NE(docs_text(tok, t).find("pass key is " + t.answers[0]), std::string::npos);
+  for (const FidelityTask& t : *ts)
+    EXPECT_NE(docs_text(tok, t).find("pass key is " + t.answers[0]), std::string::npos);
 }
 
 TEST(FidelityTasks, MqNiahAnswersAreTheAskedKeysNeedles) {
@@ -256,7 +259,8 @@ TEST(FidelityTasks, VtChainResolvesToTheAskedValue) {
     const std::string text = docs_text(tok, t);
     std::map<std::string, std::string> value;
     int statements = 0;
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), assign); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), assign); it != std::sregex_iterator();
+         ++it) {
       const std::string var = (*it)[1];
       if ((*it)[3].matched) {
         ASSERT_TRUE(value.count((*it)[3])) << (*it)[3] << " used before it is assigned";
