@@ -63,6 +63,13 @@ RunOut run_one(ServingEngine& e, ServeRequest req) {
   return out;
 }
 
+// A generated text on one progress line.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return '"' + s + '"';
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -82,7 +89,8 @@ double kl(const std::vector<float>& lp, const std::vector<float>& lq) {
 
 struct Acc {
   std::vector<double> kl, speedup, ttft, reuse, reused;
-  int64_t top1 = 0, positions = 0, exact = 0, correct = 0, prompts = 0;
+  int64_t top1 = 0, positions = 0, exact = 0, prompts = 0;
+  double correct = 0;  // sum of per-prompt answer scores
 };
 
 FidelityRow finish_row(const std::string& label, const Acc& a) {
@@ -96,7 +104,7 @@ FidelityRow finish_row(const std::string& label, const Acc& a) {
   for (double x : a.reused) r.reused_tokens += x / n;
   r.ttft_s = median(a.ttft);
   r.speedup = median(a.speedup);
-  r.accuracy = double(a.correct) / n;
+  r.accuracy = a.correct / n;
   return r;
 }
 
@@ -114,8 +122,9 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
   so.prefix_caching = true;
   AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
   const Tokenizer& tok = eng->tokenizer();
-  const std::vector<FidelityTask> tasks = make_fidelity_tasks(tok, o.tasks);
+  AKV_ASSIGN_OR_RETURN(const std::vector<FidelityTask> tasks, make_fidelity_tasks(tok, o.tasks));
   FidelityReport rep;
+  rep.task = o.tasks.kind;
   Acc full_acc;
   std::vector<Acc> acc(o.schemes.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
@@ -137,10 +146,11 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
     if (!ref.error.empty()) return make_error(ErrorCode::kInternal, "full prefill: ", ref.error);
     ++full_acc.prompts;
     full_acc.ttft.push_back(ref.ttft_s);
-    full_acc.correct += ref.text.find(t.passkey) != std::string::npos;
+    full_acc.correct += fidelity_answer_score(ref.text, t.answers);
     if (o.progress) {
-      o.progress("prompt " + std::to_string(i + 1) + "/" + std::to_string(tasks.size()) + " (" +
-                 std::to_string(prompt.size()) + " tokens): full TTFT " + std::to_string(ref.ttft_s) + " s");
+      o.progress(o.tasks.kind + " prompt " + std::to_string(i + 1) + "/" + std::to_string(tasks.size()) + " (" +
+                 std::to_string(prompt.size()) + " tokens): full TTFT " + std::to_string(ref.ttft_s) + " s, score " +
+                 std::to_string(fidelity_answer_score(ref.text, t.answers)) + " of " + one_line(ref.text));
     }
     for (size_t k = 0; k < o.schemes.size(); ++k) {
       const FidelityScheme& sc = o.schemes[k];
@@ -183,7 +193,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       }
       a.kl.push_back(n ? sum_kl / double(n) : 0);
       a.exact += greedy.tokens == ref.tokens;
-      a.correct += greedy.text.find(t.passkey) != std::string::npos;
+      a.correct += fidelity_answer_score(greedy.text, t.answers);
       a.ttft.push_back(forced.ttft_s);
       a.speedup.push_back(ref.ttft_s / std::max(forced.ttft_s, 1e-9));
       // The reference engine has no cache: its prefill computed every entry.
@@ -196,6 +206,24 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
   rep.full.top1 = 1, rep.full.exact = 1, rep.full.speedup = 1;
   for (size_t k = 0; k < o.schemes.size(); ++k) rep.rows.push_back(finish_row(o.schemes[k].label, acc[k]));
   return rep;
+}
+
+FidelityRow fidelity_average_row(const std::string& label, const std::vector<FidelityRow>& rows) {
+  FidelityRow r;
+  r.label = label;
+  const double n = std::max<double>(static_cast<double>(rows.size()), 1);
+  for (const FidelityRow& x : rows) {
+    r.mean_kl += x.mean_kl / n;
+    r.max_kl = std::max(r.max_kl, x.max_kl);
+    r.top1 += x.top1 / n;
+    r.exact += x.exact / n;
+    r.reuse += x.reuse / n;
+    r.reused_tokens += x.reused_tokens / n;
+    r.ttft_s += x.ttft_s / n;
+    r.speedup += x.speedup / n;
+    r.accuracy += x.accuracy / n;
+  }
+  return r;
 }
 
 }  // namespace agentkv

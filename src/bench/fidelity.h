@@ -47,15 +47,20 @@ struct FidelityRow {
   double reused_tokens = 0;    // mean prompt tokens copied from segments
   double ttft_s = 0;           // median TTFT of the teacher-forced run
   double speedup = 0;          // median over prompts of TTFT(full) / TTFT(scheme)
-  double accuracy = 0;         // share of prompts whose greedy answer contains the pass key
+  double accuracy = 0;         // mean over prompts of the share of expected answers in the greedy output
 };
 
 struct FidelityReport {
+  std::string task;            // FidelityTaskOptions::kind
   int32_t prompt_tokens = 0;   // of the first prompt
   FidelityRow full;            // the reference (KL 0, reuse 0)
   std::vector<FidelityRow> rows;
 };
 
 Result<FidelityReport> run_fidelity(const FidelityOptions& o);
+
+// One row over several tasks' rows of one scheme: each field the mean of
+// theirs, but max_kl the worst.
+FidelityRow fidelity_average_row(const std::string& label, const std::vector<FidelityRow>& rows);
 
 }  // namespace agentkv

@@ -1,38 +1,18 @@
 #include "bench/fidelity_tasks.h"
 
 #include <algorithm>
-#include <random>
+#include <cctype>
+
+#include "bench/passkey_task.h"
+#include "bench/ruler_tasks.h"
 
 namespace agentkv {
 
 namespace {
 
-// Sentences of the passkey-retrieval filler family, varied so that documents
-// differ (identical documents would make segment reuse trivial).
-constexpr const char* kSubjects[] = {"The grass", "The sky", "The old river", "A small bird", "The city",
-                                     "The morning", "A quiet road", "The garden", "The mountain", "The sea"};
-constexpr const char* kVerbs[] = {"is", "looks", "seems", "stays", "feels"};
-constexpr const char* kAdjectives[] = {"green", "blue", "calm", "bright", "warm", "still", "wide", "cold", "gold", "soft"};
-constexpr const char* kTails[] = {" today.", " again.", " in the evening.", " as always.", " near the hills.",
-                                  ". Here we go.", ". There and back again."};
-
-std::string filler_sentence(std::mt19937_64& rng) {
-  auto pick = [&](const auto& arr) { return std::string(arr[rng() % std::size(arr)]); };
-  return " " + pick(kSubjects) + " " + pick(kVerbs) + " " + pick(kAdjectives) + pick(kTails);
-}
-
-// Filler sentences tokenized one by one until `n` tokens; `insert` (if not
-// empty) goes in after a random number of sentences. Cut to exactly n.
-std::vector<int32_t> filler(const Tokenizer& tok, std::mt19937_64& rng, int32_t n, const std::string& insert) {
-  std::vector<int32_t> out;
-  const size_t at_sentence = insert.empty() ? SIZE_MAX : rng() % 4;
-  for (size_t s = 0; static_cast<int32_t>(out.size()) < n; ++s) {
-    const std::string text = s == at_sentence ? insert : filler_sentence(rng);
-    const auto ids = tok.encode(text, false, false);
-    out.insert(out.end(), ids.begin(), ids.end());
-  }
-  out.resize(n);
-  return out;
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
@@ -44,35 +24,80 @@ std::vector<int32_t> FidelityTask::prompt() const {
   return p;
 }
 
-std::vector<FidelityTask> make_fidelity_tasks(const Tokenizer& tok, const FidelityTaskOptions& o) {
-  std::mt19937_64 rng(o.seed);
-  std::vector<FidelityTask> tasks;
-  for (int32_t i = 0; i < o.n_prompts; ++i) {
-    FidelityTask t;
-    t.head = tok.encode("<|im_start|>user\nRead the documents, then answer.\n", false, true);
-    t.cache_head = tok.encode("<|im_start|>system\nArchived document follows.<|im_end|>\n", false, true);
-    t.answer_doc = i % std::max(o.n_docs, 1);
-    t.passkey = std::to_string(10000 + rng() % 90000);
-    const std::string key = " The pass key is " + t.passkey + ". Remember it. " + t.passkey + " is the pass key.";
-    for (int32_t d = 0; d < o.n_docs; ++d) {
-      std::vector<int32_t> doc = tok.encode("\nDocument " + std::to_string(d + 1) + ":", false, false);
-      // The key sentence must survive the cut: it goes in early (first 4 sentences).
-      const auto body = filler(tok, rng, std::max<int32_t>(o.doc_tokens - static_cast<int32_t>(doc.size()), 1),
-                               d == t.answer_doc ? key : "");
-      doc.insert(doc.end(), body.begin(), body.end());
-      t.docs.push_back(std::move(doc));
+const std::vector<std::string>& fidelity_task_kinds() {
+  static const std::vector<std::string> kinds = {"passkey", "mq-niah", "vt", "cwe", "fwe"};
+  return kinds;
+}
+
+// The shapes measured in docs/benchmarks.md ("RULER-style tasks"): where
+// SmolLM2-135M-Instruct with full recomputation answers clearly above
+// chance, so that a scheme's loss shows in the accuracy.
+Result<FidelityTaskOptions> fidelity_task_defaults(const std::string& kind) {
+  FidelityTaskOptions o;
+  o.kind = kind;
+  if (kind == "passkey") {
+    o.doc_tokens = 80;
+  } else if (kind == "mq-niah") {
+    o.doc_tokens = 200;
+    o.needles = 4;
+    o.queries = 2;
+  } else if (kind == "vt") {
+    o.doc_tokens = 200;
+    o.chains = 1;
+    o.hops = 2;
+  } else if (kind == "cwe") {
+    o.doc_tokens = 200;
+    o.answer_words = 3;
+    o.common_freq = 25;
+    o.rare_freq = 1;
+  } else if (kind == "fwe") {
+    o.doc_tokens = 200;
+    o.zipf_alpha = 2.0;
+  } else {
+    return make_error(ErrorCode::kInvalidArgument, "unknown task '", kind,
+                      "' (passkey, mq-niah, vt, cwe, fwe)");
+  }
+  return o;
+}
+
+Result<std::vector<FidelityTask>> make_fidelity_tasks(const Tokenizer& tok, const FidelityTaskOptions& o) {
+  if (o.n_docs < 1 || o.doc_tokens < 16) {
+    return make_error(ErrorCode::kInvalidArgument, "tasks need >= 1 document of >= 16 tokens");
+  }
+  Result<std::vector<FidelityTask>> tasks = std::vector<FidelityTask>{};
+  if (o.kind == "passkey") {
+    tasks = make_passkey_tasks(tok, o);
+  } else if (o.kind == "mq-niah") {
+    tasks = make_mq_niah_tasks(tok, o);
+  } else if (o.kind == "vt") {
+    tasks = make_vt_tasks(tok, o);
+  } else if (o.kind == "cwe") {
+    tasks = make_cwe_tasks(tok, o);
+  } else if (o.kind == "fwe") {
+    tasks = make_fwe_tasks(tok, o);
+  } else {
+    return make_error(ErrorCode::kInvalidArgument, "unknown task '", o.kind,
+                      "' (passkey, mq-niah, vt, cwe, fwe)");
+  }
+  if (!tasks.is_ok()) return tasks;
+  // Needles and chains are never cut, so too short a document overflows.
+  for (const FidelityTask& t : *tasks) {
+    for (const auto& d : t.docs) {
+      if (static_cast<int32_t>(d.size()) > o.doc_tokens) {
+        return make_error(ErrorCode::kInvalidArgument, o.kind, ": ", d.size(),
+                          "-token document exceeds --doc-tokens ", o.doc_tokens, " (the needles do not fit)");
+      }
     }
-    const auto q = tok.encode("\nWhat is the pass key?<|im_end|>\n<|im_start|>assistant\nThe pass key is", false, true);
-    if (o.question_tokens > static_cast<int32_t>(q.size())) {
-      t.tail = filler(tok, rng, o.question_tokens - static_cast<int32_t>(q.size()), "");
-    }
-    t.tail.insert(t.tail.end(), q.begin(), q.end());
-    t.cache_order.resize(o.n_docs);
-    for (int32_t d = 0; d < o.n_docs; ++d) t.cache_order[d] = d;
-    std::shuffle(t.cache_order.begin(), t.cache_order.end(), rng);
-    tasks.push_back(std::move(t));
   }
   return tasks;
+}
+
+double fidelity_answer_score(const std::string& output, const std::vector<std::string>& answers) {
+  if (answers.empty()) return 0;
+  const std::string out = lower(output);
+  double found = 0;
+  for (const std::string& a : answers) found += out.find(lower(a)) != std::string::npos;
+  return found / static_cast<double>(answers.size());
 }
 
 }  // namespace agentkv

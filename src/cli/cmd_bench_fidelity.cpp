@@ -1,9 +1,11 @@
 // `agentkv bench-fidelity`: each approximate KV-sharing scheme against full
-// recomputation on seeded multi-document passkey prompts (src/bench/
-// fidelity.h). Prints a Markdown table; --json-out keeps the numbers for
-// tools/plot_fidelity.py.
+// recomputation on seeded multi-document prompts of one or more tasks
+// (passkey and RULER analogs: src/bench/fidelity_tasks.h, src/bench/
+// fidelity.h). Prints a Markdown table per task (and their average);
+// --json-out keeps the numbers for tools/plot_fidelity.py.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -18,10 +20,19 @@ namespace agentkv::cli {
 
 namespace {
 
+// Shape options: unset, each task keeps its calibrated default
+// (fidelity_task_defaults); set, they apply to every task that uses them.
+struct TaskShapeArgs {
+  std::optional<int32_t> doc_tokens, needles, queries, chains, hops, words, common_freq, rare_freq;
+  std::optional<double> zipf_alpha;
+};
+
 struct FidelityArgs {
   FidelityOptions o;
   std::vector<std::string> schemes = {"naive", "epic", "cacheblend", "sparsex"};
   std::string json_out;
+  std::vector<std::string> tasks = {"passkey"};
+  TaskShapeArgs shape;
 };
 
 // SCHEME[:VALUE][:KEY=VALUE...]: "cacheblend", "cacheblend:0.3" (its
@@ -80,15 +91,43 @@ Result<FidelityScheme> parse_scheme(const std::string& spec) {
 }
 
 void print_row(const FidelityRow& r) {
-  std::printf("| %s | %.4f | %.4f | %.1f%% | %.0f%% | %.1f%% | %.0f | %.3f | %.2fx | %.0f%% |\n", r.label.c_str(), r.mean_kl,
-              r.max_kl, 100 * r.top1, 100 * r.exact, 100 * r.reuse, r.reused_tokens, r.ttft_s, r.speedup,
+  std::printf("| %s | %.4f | %.4f | %.1f%% | %.0f%% | %.1f%% | %.0f | %.3f | %.2fx | %.1f%% |\n", r.label.c_str(),
+              r.mean_kl, r.max_kl, 100 * r.top1, 100 * r.exact, 100 * r.reuse, r.reused_tokens, r.ttft_s, r.speedup,
               100 * r.accuracy);
 }
 
-nlohmann::json row_json(const FidelityRow& r) {
-  return {{"label", r.label},   {"mean_kl", r.mean_kl}, {"max_kl", r.max_kl},   {"top1", r.top1},
-          {"exact", r.exact},   {"reuse", r.reuse},     {"reused_tokens", r.reused_tokens},
+void print_table(const FidelityRow& full, const std::vector<FidelityRow>& rows) {
+  std::printf("| scheme | mean KL | worst KL | top-1 agree | greedy exact | reuse rate | reused tokens | TTFT s | TTFT speed-up | accuracy |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  print_row(full);
+  for (const FidelityRow& r : rows) print_row(r);
+}
+
+nlohmann::json row_json(const std::string& task, const FidelityRow& r) {
+  return {{"task", task},       {"label", r.label},     {"mean_kl", r.mean_kl}, {"max_kl", r.max_kl},
+          {"top1", r.top1},     {"exact", r.exact},     {"reuse", r.reuse},     {"reused_tokens", r.reused_tokens},
           {"ttft_s", r.ttft_s}, {"speedup", r.speedup}, {"accuracy", r.accuracy}};
+}
+
+// The task's calibrated shape with the shared options and the set shape
+// options over it.
+Result<FidelityTaskOptions> task_options(const FidelityArgs& a, const std::string& kind) {
+  AKV_ASSIGN_OR_RETURN(FidelityTaskOptions t, fidelity_task_defaults(kind));
+  t.n_prompts = a.o.tasks.n_prompts;
+  t.n_docs = a.o.tasks.n_docs;
+  t.question_tokens = a.o.tasks.question_tokens;
+  t.seed = a.o.tasks.seed;
+  const TaskShapeArgs& s = a.shape;
+  t.doc_tokens = s.doc_tokens.value_or(t.doc_tokens);
+  t.needles = s.needles.value_or(t.needles);
+  t.queries = s.queries.value_or(t.queries);
+  t.chains = s.chains.value_or(t.chains);
+  t.hops = s.hops.value_or(t.hops);
+  t.answer_words = s.words.value_or(t.answer_words);
+  t.common_freq = s.common_freq.value_or(t.common_freq);
+  t.rare_freq = s.rare_freq.value_or(t.rare_freq);
+  t.zipf_alpha = s.zipf_alpha.value_or(t.zipf_alpha);
+  return t;
 }
 
 void run(FidelityArgs a) {
@@ -97,29 +136,50 @@ void run(FidelityArgs a) {
     if (!s.is_ok()) return fail(s.status());
     a.o.schemes.push_back(*s);
   }
-  a.o.progress = [](const std::string& s) { std::fprintf(stderr, "[bench-fidelity] %s\n", s.c_str()); };
-  auto rep = run_fidelity(a.o);
-  if (!rep.is_ok()) return fail(rep.status());
-  std::printf("\n%d prompts of %d tokens (%d documents x %d tokens), %d generated tokens, %d threads\n\n",
-              a.o.tasks.n_prompts, rep->prompt_tokens, a.o.tasks.n_docs, a.o.tasks.doc_tokens, a.o.gen_tokens,
-              a.o.n_threads);
-  std::printf("| scheme | mean KL | worst KL | top-1 agree | greedy exact | reuse rate | reused tokens | TTFT s | TTFT speed-up | passkey accuracy |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
-  print_row(rep->full);
-  for (const FidelityRow& r : rep->rows) print_row(r);
-  if (!a.json_out.empty()) {
-    nlohmann::json j;
-    j["model"] = a.o.model_path;
-    j["threads"] = a.o.n_threads;
-    j["prompts"] = a.o.tasks.n_prompts;
-    j["prompt_tokens"] = rep->prompt_tokens;
-    j["docs"] = a.o.tasks.n_docs;
-    j["doc_tokens"] = a.o.tasks.doc_tokens;
-    j["gen_tokens"] = a.o.gen_tokens;
-    j["rows"].push_back(row_json(rep->full));
-    for (const FidelityRow& r : rep->rows) j["rows"].push_back(row_json(r));
-    std::ofstream(a.json_out) << j.dump(2) << "\n";
+  std::vector<FidelityTaskOptions> shapes;
+  for (const std::string& kind : a.tasks) {
+    auto t = task_options(a, kind);
+    if (!t.is_ok()) return fail(t.status().with_context("--task"));
+    shapes.push_back(*t);
   }
+  a.o.progress = [](const std::string& s) { std::fprintf(stderr, "[bench-fidelity] %s\n", s.c_str()); };
+  nlohmann::json j;
+  j["model"] = a.o.model_path;
+  j["threads"] = a.o.n_threads;
+  j["prompts"] = a.o.tasks.n_prompts;
+  j["docs"] = a.o.tasks.n_docs;
+  j["gen_tokens"] = a.o.gen_tokens;
+  std::vector<FidelityRow> fulls;
+  std::vector<std::vector<FidelityRow>> per_scheme(a.o.schemes.size());
+  for (const FidelityTaskOptions& t : shapes) {
+    FidelityOptions o = a.o;
+    o.tasks = t;
+    auto rep = run_fidelity(o);
+    if (!rep.is_ok()) return fail(rep.status());
+    std::printf("\n%s: %d prompts of %d tokens (%d documents of <= %d tokens), %d generated tokens, %d threads\n\n",
+                t.kind.c_str(), t.n_prompts, rep->prompt_tokens, t.n_docs, t.doc_tokens, o.gen_tokens, o.n_threads);
+    print_table(rep->full, rep->rows);
+    std::fflush(stdout);
+    fulls.push_back(rep->full);
+    for (size_t k = 0; k < rep->rows.size(); ++k) per_scheme[k].push_back(rep->rows[k]);
+    if (!j.contains("prompt_tokens")) j["prompt_tokens"] = rep->prompt_tokens, j["doc_tokens"] = t.doc_tokens;
+    j["tasks"].push_back({{"task", t.kind}, {"prompt_tokens", rep->prompt_tokens}, {"doc_tokens", t.doc_tokens}});
+    j["rows"].push_back(row_json(t.kind, rep->full));
+    for (const FidelityRow& r : rep->rows) j["rows"].push_back(row_json(t.kind, r));
+  }
+  if (shapes.size() > 1) {
+    // Each task weighs the same, whatever its prompt count or length.
+    std::printf("\naverage over %zu tasks\n\n", shapes.size());
+    const FidelityRow full = fidelity_average_row("full", fulls);
+    std::vector<FidelityRow> rows;
+    for (size_t k = 0; k < per_scheme.size(); ++k) {
+      rows.push_back(fidelity_average_row(a.o.schemes[k].label, per_scheme[k]));
+    }
+    print_table(full, rows);
+    j["rows"].push_back(row_json("average", full));
+    for (const FidelityRow& r : rows) j["rows"].push_back(row_json("average", r));
+  }
+  if (!a.json_out.empty()) std::ofstream(a.json_out) << j.dump(2) << "\n";
 }
 
 }  // namespace
@@ -130,7 +190,7 @@ void register_bench_fidelity(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench-fidelity",
       "Approximate KV-sharing schemes against full recomputation: KL, top-1 agreement, greedy exact match, reuse "
-      "rate, TTFT speed-up and passkey accuracy on seeded multi-document prompts");
+      "rate, TTFT speed-up and task accuracy on seeded multi-document prompts (passkey and RULER-style tasks)");
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
   cmd->add_option("--schemes", a->schemes,
@@ -139,10 +199,19 @@ void register_bench_fidelity(CLI::App& app) {
                   "(e.g. sparsex:0.15:boundary_layer=0)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--prompts", a->o.tasks.n_prompts, "prompts")->capture_default_str()->check(CLI::Range(1, 100000));
-  cmd->add_option("--docs", a->o.tasks.n_docs, "documents per prompt")->capture_default_str()->check(CLI::Range(1, 64));
-  cmd->add_option("--doc-tokens", a->o.tasks.doc_tokens, "tokens per document")
+  cmd->add_option("--task", a->tasks,
+                  "tasks, comma-separated: passkey, mq-niah (multi-query needles), vt (variable tracking), cwe "
+                  "(common words), fwe (frequent words); a table each, and their average")
+      ->delimiter(',')
+      ->check(CLI::IsMember(fidelity_task_kinds()))
+      ->capture_default_str();
+  cmd->add_option("--prompts", a->o.tasks.n_prompts, "prompts per task")
       ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--docs", a->o.tasks.n_docs, "documents per prompt")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--doc-tokens", a->shape.doc_tokens,
+                  "tokens per document (default per task: passkey 80, mq-niah 200, vt 200, cwe 200, fwe 200; cwe "
+                  "and fwe fill up to it)")
       ->check(CLI::Range(48, 100000));
   cmd->add_option("--question-tokens", a->o.tasks.question_tokens,
                   "tokens of the question chunk (filler before the question; 0: the question only)")
@@ -151,6 +220,21 @@ void register_bench_fidelity(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", a->o.tasks.seed, "seed of the tasks")->capture_default_str();
+  cmd->add_option("--needles", a->shape.needles, "mq-niah: key-value needles in the context (default 4)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--queries", a->shape.queries, "mq-niah: keys asked, <= needles (default 2)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--chains", a->shape.chains, "vt: chains of assignments, the first one asked (default 1)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--hops", a->shape.hops, "vt: assignments after the first in each chain (default 2)")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--words", a->shape.words, "cwe: common words asked (default 3)")->check(CLI::Range(1, 100));
+  cmd->add_option("--common-freq", a->shape.common_freq, "cwe: occurrences of each common word (default 25)")
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--rare-freq", a->shape.rare_freq, "cwe: occurrences of each other word (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--zipf-alpha", a->shape.zipf_alpha, "fwe: Zipf exponent of the word counts (default 2)")
+      ->check(CLI::Range(1.01, 10.0));
   cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV cache of each engine, MiB")->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
