@@ -219,6 +219,14 @@ Status KvManager::unfreeze_segment(const std::string& id) {
   std::vector<int32_t> ids;
   for (const BlockRef& r : *blocks) ids.push_back(r.id);
   pool_.release(ids);
+  // Deleted, its KV is forgotten where nothing else holds it: later prompts
+  // recompute it (an evicted segment only goes back to the LRU instead).
+  for (int32_t b : ids) {
+    if (pool_.meta(b).ref == 0 && pool_.index().contains(b)) {
+      pool_.uncache(b);
+      segments_.erase(b);
+    }
+  }
   reindex_frozen();
   return Status::ok();
 }

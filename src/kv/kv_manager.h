@@ -132,8 +132,9 @@ class KvManager {
   // full block is not cached (not computed, or evicted since). Nothing is
   // pinned on an error.
   Result<int32_t> freeze_segment(const std::string& id, std::span<const int32_t> tokens, const ExtraKeys& keys);
-  // Drops a segment (frozen or evicted): its blocks go back to the LRU,
-  // still findable until reused. kNotFound for an unknown id.
+  // Deletes a segment (frozen or evicted). The KV of blocks nothing else
+  // holds (no request, no other frozen segment) is forgotten: later prompts
+  // recompute it. kNotFound for an unknown id.
   Status unfreeze_segment(const std::string& id);
   const FrozenSegments& frozen() const { return frozen_; }
   // Allocations that would take used blocks (frozen ones included) above

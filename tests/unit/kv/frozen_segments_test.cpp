@@ -100,14 +100,16 @@ TEST(FrozenSegments, FailedFreezePinsNothing) {
   EXPECT_EQ(kv.frozen().n_pinned_blocks(), 2);
 }
 
-TEST(FrozenSegments, UnfreezeReturnsBlocksToTheLru) {
+TEST(FrozenSegments, DeleteForgetsTheKv) {
   KvManager kv(8, kBs);
   const std::vector<int32_t> seg = range(8, 100);
   make_segment(kv, 1, "s", seg);
   EXPECT_EQ(kv.usage().n_used, 2);
   ASSERT_TRUE(kv.unfreeze_segment("s").is_ok());
   EXPECT_EQ(kv.usage().n_used, 0);
-  EXPECT_EQ(kv.usage().n_cached, 2);  // still findable until reused
+  EXPECT_EQ(kv.usage().n_cached, 0);  // later prompts recompute it
+  EXPECT_EQ(kv.get_computed_blocks(cat({seg, {1}}), {}).n_blocks(), 0);
+  EXPECT_TRUE(kv.find_segments(cat({range(3, 900), seg, {1}}), 0, {}, kBs).empty());
   EXPECT_EQ(kv.frozen().n_frozen(), 0);
   EXPECT_EQ(kv.frozen().list().size(), 0u);
   EXPECT_EQ(kv.unfreeze_segment("s").code(), ErrorCode::kNotFound);
@@ -126,6 +128,9 @@ TEST(FrozenSegments, SharedPrefixSegmentsShareBlocks) {
   EXPECT_EQ(kv.pool().meta(blocks[0].id).ref, 1);
   EXPECT_EQ(kv.frozen().n_pinned_blocks(), 2);
   EXPECT_EQ(kv.usage().n_used, 2);
+  // a's blocks are still its own: still found, at any offset too.
+  EXPECT_EQ(kv.get_computed_blocks(cat({a, {1}}), {}).n_blocks(), 2);
+  EXPECT_EQ(kv.find_segments(cat({range(3, 900), a, {1}}), 0, {}, kBs).size(), 2u);
 }
 
 TEST(FrozenSegments, HitsFromAnyOffsetAreCounted) {
