@@ -64,7 +64,8 @@ const FrozenSegment* FrozenSegments::victim() const {
   const FrozenSegment* best = nullptr;
   for (const auto& [id, s] : segs_) {
     if (s.evicted) continue;
-    if (best == nullptr || s.hits < best->hits || (s.hits == best->hits && s.last_use < best->last_use)) best = &s;
+    if (best == nullptr || s.hits < best->hits || (s.hits == best->hits && s.last_use < best->last_use))
+      best = &s;
   }
   return best;
 }

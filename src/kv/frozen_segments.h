@@ -32,13 +32,13 @@ namespace agentkv {
 struct FrozenSegment {
   std::string id;
   std::vector<int32_t> tokens;
-  ExtraKeys keys;               // namespace (tenant, cache_salt) and lineage it was computed under
-  std::vector<BlockRef> blocks; // pinned full blocks in position order; empty once evicted
-  int32_t n_blocks = 0;         // blocks it pinned when frozen (kept after eviction, for the listing)
-  int64_t hits = 0;             // KV blocks served from it to later requests (prefix or segment hits)
-  uint64_t last_use = 0;        // logical clock of its last hit (or its creation): eviction order
-  int64_t created_ms = 0;       // unix time, milliseconds
-  int64_t last_used_ms = 0;     // unix time of its last hit (or its creation), milliseconds
+  ExtraKeys keys;                // namespace (tenant, cache_salt) and lineage it was computed under
+  std::vector<BlockRef> blocks;  // pinned full blocks in position order; empty once evicted
+  int32_t n_blocks = 0;          // blocks it pinned when frozen (kept after eviction, for the listing)
+  int64_t hits = 0;              // KV blocks served from it to later requests (prefix or segment hits)
+  uint64_t last_use = 0;         // logical clock of its last hit (or its creation): eviction order
+  int64_t created_ms = 0;        // unix time, milliseconds
+  int64_t last_used_ms = 0;      // unix time of its last hit (or its creation), milliseconds
   bool evicted = false;
 };
 

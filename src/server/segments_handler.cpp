@@ -49,17 +49,19 @@ ApiResult<std::vector<int32_t>> segment_tokens(const ServingEngine& engine, cons
   if (!tokens->is_array()) return bad_request("tokens", "tokens must be an array of token ids");
   if (tokens->empty()) return bad_request("tokens", "the segment is empty");
   if (tokens->size() > limits.max_prompt_tokens) {
-    return bad_request("tokens", "at most " + std::to_string(limits.max_prompt_tokens) + " tokens are allowed");
+    return bad_request("tokens",
+                       "at most " + std::to_string(limits.max_prompt_tokens) + " tokens are allowed");
   }
   const int64_t vocab = engine.vocab_size();
   std::vector<int32_t> ids;
   ids.reserve(tokens->size());
   for (const json& v : *tokens) {
     if (!v.is_number_integer()) return bad_request("tokens", "tokens must be an array of token ids");
-    const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : v.get<int64_t>();
+    const int64_t id =
+        v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : v.get<int64_t>();
     if (id < 0 || id >= vocab) {
-      return bad_request("tokens", "token id " + v.dump() + " is outside the vocabulary (" + std::to_string(vocab) +
-                                       " tokens)");
+      return bad_request("tokens", "token id " + v.dump() + " is outside the vocabulary (" +
+                                       std::to_string(vocab) + " tokens)");
     }
     ids.push_back(static_cast<int32_t>(id));
   }
@@ -68,8 +70,8 @@ ApiResult<std::vector<int32_t>> segment_tokens(const ServingEngine& engine, cons
 
 }  // namespace
 
-ApiResult<json> create_segment_request(ServingEngine& engine, const std::string& tenant, std::string_view body,
-                                       const RequestLimits& limits) {
+ApiResult<json> create_segment_request(ServingEngine& engine, const std::string& tenant,
+                                       std::string_view body, const RequestLimits& limits) {
   ApiResult<json> doc = parse_json_object(body, limits);
   if (!doc.ok()) return doc.error();
   const json& obj = doc.value();
@@ -80,7 +82,8 @@ ApiResult<json> create_segment_request(ServingEngine& engine, const std::string&
   spec.tenant = tenant;
   if (auto s = obj.find("cache_salt"); s != obj.end() && !s->is_null()) {
     if (!s->is_string()) return bad_request("cache_salt", "cache_salt must be a string");
-    if (s->get_ref<const std::string&>().empty()) return bad_request("cache_salt", "cache_salt must not be empty");
+    if (s->get_ref<const std::string&>().empty())
+      return bad_request("cache_salt", "cache_salt must not be empty");
     spec.cache_salt = s->get<std::string>();
   }
   Result<SegmentInfo> r = engine.create_segment(spec);
@@ -103,7 +106,8 @@ json list_segments_response(ServingEngine& engine, const std::string& tenant) {
   return json{{"object", "list"}, {"data", std::move(data)}};
 }
 
-ApiResult<json> delete_segment_request(ServingEngine& engine, const std::string& tenant, const std::string& id) {
+ApiResult<json> delete_segment_request(ServingEngine& engine, const std::string& tenant,
+                                       const std::string& id) {
   const Status st = engine.delete_segment(id, tenant);
   if (st.code() == ErrorCode::kNotFound) return segment_not_found(id);
   if (!st.is_ok()) return api_error_from_status(st);

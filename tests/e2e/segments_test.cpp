@@ -140,7 +140,8 @@ TEST_F(Segments, WatermarkEvictsTheLeastHitAndRequestsSucceed) {
   auto eng = make(40 * kBs);  // 40 blocks: the watermark is 36
   ASSERT_TRUE(eng);
   std::vector<SegmentInfo> segs;
-  for (uint32_t i = 0; i < 3; ++i) segs.push_back(create(*eng, doc(10 + i, 4 * kBs), "a"));  // 12 blocks pinned
+  for (uint32_t i = 0; i < 3; ++i)
+    segs.push_back(create(*eng, doc(10 + i, 4 * kBs), "a"));  // 12 blocks pinned
   EXPECT_EQ(eng->stats().frozen_blocks, 12);
   // Hit every segment but the second (12 + 5 blocks: under the watermark).
   for (uint32_t i : {0u, 2u}) {
@@ -152,7 +153,8 @@ TEST_F(Segments, WatermarkEvictsTheLeastHitAndRequestsSucceed) {
   // only it, and the request succeeds.
   const Outcome o = ask(*eng, doc(99, 24 * kBs + 5), "a", "none");
   EXPECT_EQ(o.finish, ServeFinish::kLength) << o.error;
-  const std::vector<SegmentInfo> list = eng->list_segments("a");  // runs on the engine thread: after its stats
+  const std::vector<SegmentInfo> list =
+      eng->list_segments("a");  // runs on the engine thread: after its stats
   const ServingStats st = eng->stats();
   EXPECT_EQ(st.segment_evictions, 1);
   EXPECT_EQ(st.frozen_segments, 2);

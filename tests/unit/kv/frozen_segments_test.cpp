@@ -29,7 +29,8 @@ std::vector<int32_t> cat(std::initializer_list<std::vector<int32_t>> parts) {
 }
 
 // Lookup, allocate, commit, free: a finished prefill with the runner elided.
-void prefill_and_free(KvManager& kv, RequestId id, const std::vector<int32_t>& tokens, const ExtraKeys& keys = {}) {
+void prefill_and_free(KvManager& kv, RequestId id, const std::vector<int32_t>& tokens,
+                      const ExtraKeys& keys = {}) {
   KvBlocks hit = kv.get_computed_blocks(tokens, keys);
   Status st = kv.allocate_slots(id, static_cast<int32_t>(tokens.size()) - hit.n_tokens(), hit);
   ASSERT_TRUE(st.is_ok()) << st.message();
@@ -52,7 +53,7 @@ int32_t make_segment(KvManager& kv, RequestId id, const std::string& name, const
 
 TEST(FrozenSegments, PinnedBlocksStayOffTheLru) {
   KvManager kv(8, kBs);
-  kv.set_frozen_watermark(1.0);  // evicted only when the pool cannot serve otherwise
+  kv.set_frozen_watermark(1.0);                     // evicted only when the pool cannot serve otherwise
   const std::vector<int32_t> seg = range(10, 100);  // 2 full blocks + 2 tokens
   EXPECT_EQ(make_segment(kv, 1, "s", seg), 2);
   EXPECT_EQ(kv.frozen().n_frozen(), 1);
@@ -173,7 +174,7 @@ TEST(FrozenSegments, FrozenBlockKeepsItsSegmentEntry) {
 }
 
 TEST(FrozenSegments, WatermarkEvictsTheLeastHitFirst) {
-  KvManager kv(10, kBs);  // watermark 0.9: 9 blocks
+  KvManager kv(10, kBs);                       // watermark 0.9: 9 blocks
   make_segment(kv, 1, "cold", range(8, 100));  // 2 blocks
   make_segment(kv, 2, "hot", range(8, 200));   // 2 blocks
   make_segment(kv, 3, "warm", range(8, 300));  // 2 blocks

@@ -25,7 +25,9 @@ class Segments : public HttpServerTest {
     start(cfg);
   }
   static httplib::Headers key(const std::string& k) { return {{"Authorization", "Bearer " + k}}; }
-  httplib::Result get(const std::string& path, const std::string& k) { return client().Get(path.c_str(), key(k)); }
+  httplib::Result get(const std::string& path, const std::string& k) {
+    return client().Get(path.c_str(), key(k));
+  }
   httplib::Result del(const std::string& path, const std::string& k) {
     return client().Delete(path.c_str(), key(k));
   }
@@ -50,7 +52,8 @@ TEST_F(Segments, CreateListDeleteWithinOneTenant) {
   r = post("/v1/segments", {{"text", "hello world hello world"}}, key("ka"));
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
-  EXPECT_EQ(engine_.segment_specs.back().tokens, engine_.tokenizer().encode("hello world hello world", false, true));
+  EXPECT_EQ(engine_.segment_specs.back().tokens,
+            engine_.tokenizer().encode("hello world hello world", false, true));
   EXPECT_TRUE(json::parse(r->body)["cache_salt"].is_null());
 
   auto list = get("/v1/segments", "ka");
