@@ -116,6 +116,9 @@ struct ServingOptions {
   bool prefix_caching = true;
   std::string kv_sharing = "none";    // default scheme: none, alora, icarus, naive, epic, cacheblend
   KvSharingParams kv_sharing_params;  // defaults of the schemes' parameters (unset: the schemes' own)
+  // Frozen segments are evicted, least hit first, when an allocation would
+  // put the used KV blocks (frozen ones included) above this fraction of the pool.
+  double segment_watermark = 0.9;
   // Adapters registered at start: name, path (PEFT dir or GGUF LoRA), kind
   // override ("" = from the file; "lora", "alora", "icarus").
   struct AdapterSpec {
@@ -157,6 +160,31 @@ struct ServingStats {
   std::map<std::string, int64_t> prompt_tokens_by_scheme;
   std::map<std::string, int64_t> reused_tokens_by_scheme;       // segment reuse: prompt tokens copied
   std::map<std::string, int64_t> computed_token_layers_by_scheme;  // K/V entries computed (rows x layers)
+  int32_t frozen_segments = 0;        // frozen (pinned) segments now
+  int32_t frozen_blocks = 0;          // distinct KV blocks they pin
+  int64_t segment_evictions = 0;      // cumulative: frozen segments evicted above the watermark
+};
+
+// A frozen segment (SparseX §4's knowledge base): a run of tokens whose KV
+// the engine computes once, from position 0, and pins, so that later prompts
+// of the same namespace reuse it at any offset (kv_sharing naive, epic,
+// cacheblend) or as a prefix (any scheme). Only its full blocks are pinned.
+struct SegmentSpec {
+  std::vector<int32_t> tokens;  // at least one KV block's worth
+  std::string tenant;           // namespace, as ServeRequest's
+  std::string cache_salt;
+};
+
+struct SegmentInfo {
+  std::string id;          // "seg-<n>", unique for the engine's life
+  std::string tenant;
+  std::string cache_salt;
+  int32_t tokens = 0;
+  int32_t blocks = 0;      // full blocks pinned (when frozen)
+  int64_t hits = 0;        // KV blocks later requests were served from it
+  double created = 0;      // unix seconds
+  double last_used = 0;    // unix seconds of its last hit (its creation before any)
+  bool evicted = false;    // evicted above the watermark: no longer pinned
 };
 
 class ServingEngine {
@@ -190,6 +218,27 @@ class ServingEngine {
   virtual Status unload_adapter(const std::string& name) = 0;
   // The base first, then adapters by name.
   virtual std::vector<ServedModel> models() const = 0;
+
+  // Frozen segments. create_segment prefills spec.tokens as a request with
+  // no generation (exact, kv_sharing none) and pins its full blocks; it
+  // blocks until then. Errors: kInvalidArgument (empty, shorter than a
+  // block, a token id outside the vocabulary, prefix caching off),
+  // kOutOfRange (over max_model_len - 1 or the KV pool), kResourceExhausted
+  // (queue full), kUnavailable (draining). Nothing stays pinned on an error.
+  // delete_segment: kNotFound for an unknown id or another tenant's. Both
+  // list and delete see only `tenant`'s segments. The base class serves none.
+  virtual Result<SegmentInfo> create_segment(const SegmentSpec& spec) {
+    (void)spec;
+    return make_error(ErrorCode::kUnsupported, "this engine keeps no frozen segments");
+  }
+  virtual Status delete_segment(const std::string& id, const std::string& tenant) {
+    (void)tenant;
+    return make_error(ErrorCode::kNotFound, "no segment '", id, "'");
+  }
+  virtual std::vector<SegmentInfo> list_segments(const std::string& tenant) {
+    (void)tenant;
+    return {};
+  }
 
   virtual ServingStats stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

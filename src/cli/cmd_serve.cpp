@@ -306,6 +306,11 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-cache-mb", e.kv_cache_mb, "KV cache budget in MiB (sets the number of blocks)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--segment-watermark", e.segment_watermark,
+                  "frozen segments (POST /v1/segments) are evicted, least hit first, when used KV blocks "
+                  "would exceed this fraction of the pool")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--max-model-len", e.max_model_len,
                   "longest prompt + completion; 0: the model's (at most 32768)")
       ->capture_default_str()

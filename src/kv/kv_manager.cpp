@@ -1,8 +1,18 @@
 #include "kv/kv_manager.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace agentkv {
+
+namespace {
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 const std::vector<int32_t> KvManager::kEmpty;
 
@@ -10,12 +20,12 @@ KvManager::KvManager(int32_t n_blocks, int32_t block_size, BlockHashFn hash)
     : block_size_(block_size), hash_(hash), pool_(n_blocks), segments_(n_blocks) {}
 
 template <typename KeysAt>
-KvBlocks KvManager::lookup(std::span<const int32_t> tokens, KeysAt keys_at) const {
+KvBlocks KvManager::lookup(std::span<const int32_t> tokens, KeysAt keys_at, bool whole) const {
   KvBlocks out;
   out.block_size_ = block_size_;
   if (tokens.empty()) return out;
   // Full blocks only, and never the last token: its logits must be computed.
-  const size_t n_max = (tokens.size() - 1) / block_size_;
+  const size_t n_max = whole ? tokens.size() / block_size_ : (tokens.size() - 1) / block_size_;
   BlockKey key;
   for (size_t i = 0; i < n_max; ++i) {
     key.tokens.assign(tokens.begin() + i * block_size_, tokens.begin() + (i + 1) * block_size_);
@@ -75,6 +85,7 @@ Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlo
   // Adopted blocks that sit on the LRU stop being available once pinned.
   int64_t pinned_from_lru = 0;
   for (const BlockRef& r : computed.blocks_) pinned_from_lru += pool_.meta(r.id).ref == 0;
+  relieve_frozen_pressure(need + pinned_from_lru);
   if (need + pinned_from_lru > pool_.n_available()) {
     return make_error(ErrorCode::kResourceExhausted, "KV cache exhausted: need ", need + pinned_from_lru,
                       " blocks, ", pool_.n_available(), " free of ", pool_.n_blocks());
@@ -83,9 +94,11 @@ Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlo
   Request* req;
   if (is_new) {
     req = &reqs_[id];
+    const int64_t now = frozen_.n_frozen() > 0 ? unix_ms() : 0;
     for (const BlockRef& r : computed.blocks_) {
       pool_.touch(r.id);
       req->blocks.push_back(r.id);
+      frozen_.record_hit(r.id, now);
     }
     req->n_committed = computed.n_blocks();
     req->n_slots = computed.n_tokens();
@@ -140,8 +153,12 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
     }
     // The segment key leaves out the parent: the block is found at any offset.
     // Its parent (the block before it) stays reachable through the prefix key.
-    segments_.add(canonical, hash_(kRootHash, key.tokens, key.extra), i * block_size_,
-                  pool_.is_current(key.parent) ? key.parent : BlockRef{});
+    // A frozen block keeps its entry: the same tokens elsewhere do not take it.
+    const uint64_t seg_hash = hash_(kRootHash, key.tokens, key.extra);
+    const SegmentEntry* owner = segments_.find(seg_hash);
+    if (owner == nullptr || owner->block.id == canonical.id || !frozen_.pins(owner->block.id)) {
+      segments_.add(canonical, seg_hash, i * block_size_, pool_.is_current(key.parent) ? key.parent : BlockRef{});
+    }
     req.last_canonical = canonical;
     req.last_hash = key.hash;
     req.n_committed = i + 1;
@@ -152,6 +169,86 @@ std::vector<SegmentHit> KvManager::find_segments(std::span<const int32_t> tokens
                                                  const ExtraKeys& keys, int32_t min_tokens) const {
   const std::string extra = keys.serialize();
   return match_segments(segments_, pool_, hash_, block_size_, {tokens, from, extra, min_tokens});
+}
+
+void KvManager::segment_hit_used(const SegmentHit& hit) {
+  pool_.refresh(hit.src.id);
+  if (frozen_.n_frozen() > 0) frozen_.record_hit(hit.src.id, unix_ms());
+}
+
+Result<int32_t> KvManager::freeze_segment(const std::string& id, std::span<const int32_t> tokens,
+                                          const ExtraKeys& keys) {
+  const int32_t n_full = static_cast<int32_t>(tokens.size() / block_size_);
+  if (n_full == 0) {
+    return make_error(ErrorCode::kInvalidArgument, "a frozen segment needs at least one full block (", block_size_,
+                      " tokens); it has ", tokens.size());
+  }
+  if (frozen_.find(id) != nullptr) return make_error(ErrorCode::kInvalidArgument, "segment id '", id, "' is taken");
+  const std::string extra = keys.serialize();
+  const KvBlocks found = lookup(tokens, [&](size_t) -> const std::string& { return extra; }, /*whole=*/true);
+  if (found.n_blocks() < n_full) {
+    return make_error(ErrorCode::kNotFound, "segment '", id, "': block ", found.n_blocks(), " of ", n_full,
+                      " is not cached (not computed, or evicted since)");
+  }
+  FrozenSegment seg;
+  seg.id = id;
+  seg.tokens.assign(tokens.begin(), tokens.end());
+  seg.keys = keys;
+  seg.blocks = found.blocks_;
+  seg.created_ms = seg.last_used_ms = unix_ms();
+  for (const BlockRef& r : seg.blocks) pool_.touch(r.id);
+  frozen_.add(std::move(seg));
+  const FrozenSegment& s = *frozen_.find(id);
+  for (size_t i = 0; i < s.blocks.size(); ++i) index_frozen_block(s, i, /*only_if_free=*/false);
+  return n_full;
+}
+
+void KvManager::index_frozen_block(const FrozenSegment& s, size_t i, bool only_if_free) {
+  const std::span<const int32_t> toks(s.tokens.data() + i * block_size_, static_cast<size_t>(block_size_));
+  const uint64_t h = hash_(kRootHash, toks, s.keys.serialize());
+  const SegmentEntry* owner = segments_.find(h);
+  if (owner != nullptr && owner->block.id == s.blocks[i].id) return;
+  if (only_if_free && owner != nullptr && pool_.is_current(owner->block) && frozen_.pins(owner->block.id)) return;
+  segments_.add(s.blocks[i], h, static_cast<int32_t>(i) * block_size_, i > 0 ? s.blocks[i - 1] : BlockRef{});
+}
+
+Status KvManager::unfreeze_segment(const std::string& id) {
+  std::optional<std::vector<BlockRef>> blocks = frozen_.remove(id);
+  if (!blocks) return make_error(ErrorCode::kNotFound, "no segment '", id, "'");
+  if (blocks->empty()) return Status::ok();  // evicted before: nothing pinned
+  std::vector<int32_t> ids;
+  for (const BlockRef& r : *blocks) ids.push_back(r.id);
+  pool_.release(ids);
+  // Deleted, its KV is forgotten where nothing else holds it: later prompts
+  // recompute it (an evicted segment only goes back to the LRU instead).
+  for (int32_t b : ids) {
+    if (pool_.meta(b).ref == 0 && pool_.index().contains(b)) {
+      pool_.uncache(b);
+      segments_.erase(b);
+    }
+  }
+  reindex_frozen();
+  return Status::ok();
+}
+
+void KvManager::relieve_frozen_pressure(int64_t extra) {
+  const double limit = frozen_watermark_ * pool_.n_blocks();
+  bool evicted = false;
+  while (frozen_.n_frozen() > 0 && pool_.n_used() + extra > limit) {
+    const std::string id = frozen_.victim()->id;
+    std::vector<int32_t> ids;
+    for (const BlockRef& r : frozen_.evict(id)) ids.push_back(r.id);
+    pool_.release(ids);
+    evicted = true;
+  }
+  if (evicted) reindex_frozen();
+}
+
+void KvManager::reindex_frozen() {
+  for (const FrozenSegment* s : frozen_.list()) {
+    if (s->evicted) continue;
+    for (size_t i = 0; i < s->blocks.size(); ++i) index_frozen_block(*s, i, /*only_if_free=*/true);
+  }
 }
 
 bool KvManager::is_dead(const BlockKey& key) const {

@@ -12,15 +12,22 @@
 //   kv.commit_full_blocks(id, tokens_computed_so_far, keys);
 //   kv.allocate_slots(id, 1);   // decode: room for one more token
 //   kv.free(id);                // finished or preempted; blocks stay cached
+//
+// Frozen segments (frozen_segments.h): once a segment's tokens have been
+// prefilled and committed from position 0, freeze_segment() pins its full
+// blocks under an id until unfreeze_segment() or, above the watermark, an
+// allocation evicts it.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/frozen_segments.h"
 #include "kv/segment_index.h"
 #include "kv/segment_match.h"
 #include "util/status.h"
@@ -101,7 +108,7 @@ class KvManager {
   }
   // After copying a hit: its source counts as recently used (LRU), as a
   // prefix hit does, so segments in use are evicted last.
-  void segment_hit_used(const SegmentHit& hit) { pool_.refresh(hit.src.id); }
+  void segment_hit_used(const SegmentHit& hit);
   const SegmentIndex& segments() const { return segments_; }
 
   // Releases the request's blocks, tail first, so that under pressure a
@@ -118,6 +125,23 @@ class KvManager {
   KvUsage usage() const;
   const BlockPool& pool() const { return pool_; }
 
+  // Pins the cached full blocks of `tokens` (a sequence from position 0,
+  // committed under `keys`) as frozen segment `id`, and makes them the
+  // owners of their segment-index entries. Returns the blocks pinned.
+  // kInvalidArgument: no full block, or the id is taken. kNotFound: some
+  // full block is not cached (not computed, or evicted since). Nothing is
+  // pinned on an error.
+  Result<int32_t> freeze_segment(const std::string& id, std::span<const int32_t> tokens, const ExtraKeys& keys);
+  // Deletes a segment (frozen or evicted). The KV of blocks nothing else
+  // holds (no request, no other frozen segment) is forgotten: later prompts
+  // recompute it. kNotFound for an unknown id.
+  Status unfreeze_segment(const std::string& id);
+  const FrozenSegments& frozen() const { return frozen_; }
+  // Allocations that would take used blocks (frozen ones included) above
+  // this fraction of the pool evict frozen segments first, least hit first.
+  void set_frozen_watermark(double fraction) { frozen_watermark_ = fraction; }
+  double frozen_watermark() const { return frozen_watermark_; }
+
  private:
   struct Request {
     std::vector<int32_t> blocks;
@@ -128,8 +152,17 @@ class KvManager {
     bool chain_broken = false;       // a collision stopped registration for good
   };
 
+  // `whole`: every full block may match (freezing), not only those before
+  // the last token.
   template <typename KeysAt>
-  KvBlocks lookup(std::span<const int32_t> tokens, KeysAt keys_at) const;
+  KvBlocks lookup(std::span<const int32_t> tokens, KeysAt keys_at, bool whole = false) const;
+  // Evicts frozen segments while taking `extra` more blocks would put the
+  // used ones above the watermark.
+  void relieve_frozen_pressure(int64_t extra);
+  // Gives the blocks of frozen segments back the segment-index entries
+  // another block took (after an unfreeze made room). O(frozen tokens).
+  void reindex_frozen();
+  void index_frozen_block(const FrozenSegment& s, size_t i, bool only_if_free);
   // An index entry whose parent block was evicted or forgotten: unreachable.
   bool is_dead(const BlockKey& key) const;
   static const std::vector<int32_t> kEmpty;
@@ -139,6 +172,8 @@ class KvManager {
   BlockPool pool_;
   SegmentIndex segments_;  // over the same blocks as pool_.index(); entries go when the blocks do
   std::unordered_map<RequestId, Request> reqs_;
+  FrozenSegments frozen_;
+  double frozen_watermark_ = 0.9;
 };
 
 }  // namespace agentkv

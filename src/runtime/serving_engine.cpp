@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -106,6 +108,9 @@ class ServingEngineImpl final : public ServingEngine {
   Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) override;
   Status unload_adapter(const std::string& name) override;
   std::vector<ServedModel> models() const override;
+  Result<SegmentInfo> create_segment(const SegmentSpec& spec) override;
+  Status delete_segment(const std::string& id, const std::string& tenant) override;
+  std::vector<SegmentInfo> list_segments(const std::string& tenant) override;
 
  private:
   ServingEngineImpl() = default;
@@ -124,6 +129,13 @@ class ServingEngineImpl final : public ServingEngine {
   void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
   void mark_scheduled(ServeId id, Live& l);
   void publish_stats();
+  // Runs fn on the engine thread (the KV manager's owner) and waits for it.
+  // kUnavailable once the engine is stopping.
+  Status run_on_engine(std::function<void()> fn);
+  void run_tasks();
+  // A request is finishing, its blocks still held: when it was a segment's
+  // prefill, freeze them (or report why not) to the waiting create_segment.
+  void finish_segment_job(ServeId id, ServeFinish why, const std::string& error);
 
   ServingOptions opts_;
   std::shared_ptr<Model> model_;
@@ -140,6 +152,13 @@ class ServingEngineImpl final : public ServingEngine {
   // Engine thread only.
   std::unordered_map<ServeId, Live> live_;
   std::vector<float> logits_;
+  struct SegmentJob {
+    std::string seg_id;
+    SegmentSpec spec;
+    std::shared_ptr<std::promise<Result<SegmentInfo>>> done;
+  };
+  std::unordered_map<ServeId, SegmentJob> segment_jobs_;  // segment prefills, by request
+  uint64_t next_segment_ = 1;
 
   // Shared, under mu_.
   mutable std::mutex mu_;
@@ -147,6 +166,7 @@ class ServingEngineImpl final : public ServingEngine {
   std::condition_variable idle_;  // drain(): a request finished
   std::vector<Pending> inbox_;
   std::vector<ServeId> cancels_;
+  std::vector<std::function<void()>> tasks_;  // run_on_engine
   bool cancel_all_ = false;
   bool draining_ = false;
   bool stopping_ = false;
@@ -197,6 +217,10 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
   e->storage_ = std::make_unique<KvStorage>(std::move(storage));
   e->kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts.block_size);
+  if (!(opts.segment_watermark > 0 && opts.segment_watermark <= 1)) {
+    return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
+  }
+  e->kv_->set_frozen_watermark(opts.segment_watermark);
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
   SchedulerConfig sc;
@@ -343,11 +367,16 @@ void ServingEngineImpl::publish_stats() {
   stats_.kv_blocks_total = u.n_total;
   stats_.prefix_hit_tokens = sched_->n_prefix_hit_tokens();
   stats_.preemptions = sched_->n_preemptions();
+  stats_.frozen_segments = kv_->frozen().n_frozen();
+  stats_.frozen_blocks = kv_->frozen().n_pinned_blocks();
+  stats_.segment_evictions = kv_->frozen().n_evictions();
 }
 
 void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all) {
   std::unique_lock<std::mutex> lk(mu_);
-  wake_.wait(lk, [&] { return stopping_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || sched_->has_work(); });
+  wake_.wait(lk, [&] {
+    return stopping_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || sched_->has_work();
+  });
   fresh->swap(inbox_);
   cancels->swap(cancels_);
   *cancel_all = cancel_all_;
@@ -362,6 +391,7 @@ void ServingEngineImpl::loop() {
     fresh.clear();
     cancels.clear();
     take_inbox(&fresh, &cancels, &cancel_all);
+    run_tasks();
     for (Pending& p : fresh) {
       auto r = std::make_unique<SchedRequest>();
       r->id = p.id;
@@ -395,7 +425,7 @@ void ServingEngineImpl::loop() {
     }
     {
       std::lock_guard<std::mutex> lk(mu_);
-      if (stopping_ && live_.empty() && inbox_.empty()) break;
+      if (stopping_ && live_.empty() && inbox_.empty() && tasks_.empty()) break;
     }
     if (!sched_->has_work()) {
       publish_stats();
@@ -698,6 +728,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   Live& l = it->second;
+  if (!segment_jobs_.empty()) finish_segment_job(id, why, ev.error);
   if (why != ServeFinish::kError && why != ServeFinish::kCancelled && !l.stops.stopped()) {
     ev.text += l.stops.push(l.detok.flush()) + l.stops.flush();
   }
@@ -746,6 +777,128 @@ std::vector<ServedModel> ServingEngineImpl::models() const {
   for (const AdapterInfo& a : adapters_.list()) {
     out.push_back(ServedModel{a.name, adapter_kind_name(a.kind), a.id, a.rank});
   }
+  return out;
+}
+
+Status ServingEngineImpl::run_on_engine(std::function<void()> fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> f = done->get_future();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return make_error(ErrorCode::kUnavailable, "the server is shutting down");
+    tasks_.push_back([fn = std::move(fn), done] {
+      fn();
+      done->set_value();
+    });
+  }
+  wake_.notify_one();
+  f.wait();
+  return Status::ok();
+}
+
+void ServingEngineImpl::run_tasks() {
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& t : tasks) t();
+}
+
+namespace {
+
+SegmentInfo segment_info(const FrozenSegment& s) {
+  SegmentInfo i;
+  i.id = s.id;
+  i.tenant = s.keys.tenant;
+  i.cache_salt = s.keys.cache_salt;
+  i.tokens = static_cast<int32_t>(s.tokens.size());
+  i.blocks = s.n_blocks;
+  i.hits = s.hits;
+  i.created = static_cast<double>(s.created_ms) / 1000.0;
+  i.last_used = static_cast<double>(s.last_used_ms) / 1000.0;
+  i.evicted = s.evicted;
+  return i;
+}
+
+}  // namespace
+
+Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
+  const int64_t n = static_cast<int64_t>(spec.tokens.size());
+  if (n == 0) return make_error(ErrorCode::kInvalidArgument, "the segment is empty");
+  if (!opts_.prefix_caching) {
+    return make_error(ErrorCode::kInvalidArgument, "frozen segments need prefix caching, which this server runs without");
+  }
+  if (n < opts_.block_size) {
+    return make_error(ErrorCode::kInvalidArgument, "the segment has ", n, " tokens; a frozen segment needs at least one KV block (",
+                      opts_.block_size, " tokens)");
+  }
+  // The rest (vocabulary, context, pool size) is what submit() checks of a prompt.
+  ServeRequest req;
+  req.prompt = spec.tokens;
+  req.max_tokens = 1;
+  req.ignore_eos = true;
+  req.tenant = spec.tenant;
+  req.cache_salt = spec.cache_salt;
+  req.kv_sharing = "none";  // exact K/V: the pinned blocks are what a full prefill writes
+  auto done = std::make_shared<std::promise<Result<SegmentInfo>>>();
+  std::future<Result<SegmentInfo>> result = done->get_future();
+  AKV_RETURN_IF_ERROR(run_on_engine([&, done] {
+    Result<ServeId> id = submit(std::move(req), [](ServeEvent&&) {});
+    if (!id.is_ok()) {
+      done->set_value(id.status());
+      return;
+    }
+    segment_jobs_[*id] = SegmentJob{"seg-" + std::to_string(next_segment_++), spec, done};
+  }));
+  return result.get();
+}
+
+void ServingEngineImpl::finish_segment_job(ServeId id, ServeFinish why, const std::string& error) {
+  auto it = segment_jobs_.find(id);
+  if (it == segment_jobs_.end()) return;
+  SegmentJob job = std::move(it->second);
+  segment_jobs_.erase(it);
+  if (why == ServeFinish::kCancelled) {
+    job.done->set_value(make_error(ErrorCode::kUnavailable, "the segment's prefill was cancelled (shutting down)"));
+    return;
+  }
+  if (why == ServeFinish::kError) {
+    job.done->set_value(make_error(ErrorCode::kInternal, "the segment's prefill failed: ", error));
+    return;
+  }
+  ExtraKeys keys;
+  keys.tenant = job.spec.tenant;
+  keys.cache_salt = job.spec.cache_salt;
+  Result<int32_t> n = kv_->freeze_segment(job.seg_id, job.spec.tokens, keys);
+  if (!n.is_ok()) {
+    job.done->set_value(make_error(ErrorCode::kInternal, "the segment's KV could not be pinned: ", n.status().message()));
+    return;
+  }
+  publish_stats();  // stats() right after create_segment returns shows the segment
+  job.done->set_value(segment_info(*kv_->frozen().find(job.seg_id)));
+}
+
+Status ServingEngineImpl::delete_segment(const std::string& id, const std::string& tenant) {
+  Status st = Status::ok();
+  AKV_RETURN_IF_ERROR(run_on_engine([&] {
+    const FrozenSegment* s = kv_->frozen().find(id);
+    // Another tenant's segment is as absent as an unknown one.
+    st = s == nullptr || s->keys.tenant != tenant ? make_error(ErrorCode::kNotFound, "no segment '", id, "'")
+                                                  : kv_->unfreeze_segment(id);
+    publish_stats();
+  }));
+  return st;
+}
+
+std::vector<SegmentInfo> ServingEngineImpl::list_segments(const std::string& tenant) {
+  std::vector<SegmentInfo> out;
+  Status st = run_on_engine([&] {
+    for (const FrozenSegment* s : kv_->frozen().list()) {
+      if (s->keys.tenant == tenant) out.push_back(segment_info(*s));
+    }
+  });
+  (void)st;  // stopping: nothing to list
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "server/completion_handler.h"
 #include "server/models_handler.h"
 #include "server/openai_response.h"
+#include "server/segments_handler.h"
 #include "server/tokenize_handler.h"
 #include "sharing/scheme.h"
 #include "tokenizer/tokenizer.h"
@@ -252,6 +253,11 @@ void HttpServer::setup_routes() {
       request_end();
     });
   }
+  // The frozen segment pool (segments_handler.h).
+  s.Post("/v1/segments", [this](const httplib::Request& req, httplib::Response& res) { handle_segments(req, res); });
+  s.Get("/v1/segments", [this](const httplib::Request& req, httplib::Response& res) { handle_segments(req, res); });
+  s.Delete(R"(/v1/segments/([^/]+))",
+           [this](const httplib::Request& req, httplib::Response& res) { handle_segments(req, res); });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { handle_health(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
 
@@ -267,6 +273,10 @@ void HttpServer::setup_routes() {
         "/detokenize"}) {
     s.Get(path, not_allowed("POST"));
   }
+  s.Put("/v1/segments", not_allowed("GET, POST"));
+  s.Delete("/v1/segments", not_allowed("GET, POST"));
+  s.Get(R"(/v1/segments/([^/]+))", not_allowed("DELETE"));
+  s.Post(R"(/v1/segments/([^/]+))", not_allowed("DELETE"));
   for (const char* path : {"/v1/models", "/health", "/metrics"}) {
     s.Post(path, not_allowed("GET"));
     s.Put(path, not_allowed("GET"));
@@ -361,6 +371,29 @@ void HttpServer::handle_adapter(const httplib::Request& req, httplib::Response& 
   request_end();
 }
 
+void HttpServer::handle_segments(const httplib::Request& req, httplib::Response& res) {
+  std::string tenant;
+  if (!authorize(req, res, &tenant)) return;
+  ServingEngine* engine = engine_.load(std::memory_order_acquire);
+  if (draining_) return write_error(res, unavailable("the server is shutting down"));
+  if (!engine) return write_error(res, unavailable("the model is still loading"));
+  request_begin();  // shutdown() waits for this answer
+  ApiResult<json> r = json{};
+  if (req.method == "POST") {
+    r = create_segment_request(*engine, tenant, req.body, limits_);
+  } else if (req.method == "DELETE") {
+    r = delete_segment_request(*engine, tenant, req.matches[1].str());
+  } else {
+    r = list_segments_response(*engine, tenant);
+  }
+  if (r.ok()) {
+    res.set_content(dump_json(r.value()), "application/json");
+  } else {
+    write_error(res, r.error());
+  }
+  request_end();
+}
+
 void HttpServer::handle_health(httplib::Response& res) const {
   const char* state = "ok";
   if (draining_) {
@@ -426,6 +459,9 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     const double pre = static_cast<double>(st.preemptions) - preemptions_.value();
     if (pre > 0) preemptions_.inc(pre);
     sync_model_counters(*e, st);
+    metrics_.frozen_segments.set(st.frozen_segments);
+    metrics_.frozen_blocks.set(st.frozen_blocks);
+    sync_counter(metrics_.segment_evictions, st.segment_evictions);
   }
   {
     std::lock_guard<std::mutex> lock(scrape_mu_);

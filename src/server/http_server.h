@@ -103,6 +103,8 @@ class HttpServer {
   void handle_adapter(const httplib::Request& req, httplib::Response& res, bool load);
   // Brings the per-model and per-scheme counters up to the engine's totals.
   void sync_model_counters(const ServingEngine& engine, const ServingStats& st);
+  // POST/GET /v1/segments and DELETE /v1/segments/{id} (segments_handler.h).
+  void handle_segments(const httplib::Request& req, httplib::Response& res);
   void handle_health(httplib::Response& res) const;
   void handle_metrics(httplib::Response& res);
 

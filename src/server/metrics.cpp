@@ -218,6 +218,10 @@ ServerMetrics::ServerMetrics(MetricsRegistry& registry)
       kv_blocks_free(registry.gauge("agentkv_kv_blocks", "KV cache blocks by state.", {{"state", "free"}})),
       prefix_hit_tokens(registry.counter("agentkv_prefix_hit_tokens_total",
                                          "Prompt tokens served from the prefix cache.")),
+      frozen_segments(registry.gauge("agentkv_frozen_segments", "Frozen (pinned) segments: POST /v1/segments.")),
+      frozen_blocks(registry.gauge("agentkv_frozen_blocks", "KV cache blocks pinned by frozen segments.")),
+      segment_evictions(registry.counter("agentkv_segment_evictions_total",
+                                         "Frozen segments evicted above the KV utilisation watermark.")),
       registry_(registry) {}
 
 Counter& ServerMetrics::requests(const std::string& status) {

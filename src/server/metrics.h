@@ -125,6 +125,9 @@ struct ServerMetrics {
   Gauge& kv_blocks_cached;  // agentkv_kv_blocks{state="cached"}
   Gauge& kv_blocks_free;    // agentkv_kv_blocks{state="free"}
   Counter& prefix_hit_tokens;  // agentkv_prefix_hit_tokens_total
+  Gauge& frozen_segments;      // agentkv_frozen_segments
+  Gauge& frozen_blocks;        // agentkv_frozen_blocks
+  Counter& segment_evictions;  // agentkv_segment_evictions_total
 
  private:
   MetricsRegistry& registry_;

@@ -116,6 +116,45 @@ class FakeServingEngine : public ServingEngine {
     return done;
   }
 
+  // Frozen segments: an in-memory list with the interface's rules (a
+  // segment under 4 tokens stands for "shorter than a block").
+  std::optional<Status> segment_error;  // create_segment fails with it
+  Result<SegmentInfo> create_segment(const SegmentSpec& spec) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (segment_error) return *segment_error;
+    if (spec.tokens.empty()) return make_error(ErrorCode::kInvalidArgument, "the segment is empty");
+    if (spec.tokens.size() < 4) return make_error(ErrorCode::kInvalidArgument, "shorter than a block");
+    if (spec.tokens.size() >= 128) return make_error(ErrorCode::kOutOfRange, "over the context");
+    SegmentInfo i;
+    i.id = "seg-" + std::to_string(++n_segments_);
+    i.tenant = spec.tenant;
+    i.cache_salt = spec.cache_salt;
+    i.tokens = static_cast<int32_t>(spec.tokens.size());
+    i.blocks = i.tokens / 4;
+    segments_.push_back(i);
+    segment_specs.push_back(spec);
+    return i;
+  }
+  Status delete_segment(const std::string& id, const std::string& tenant) override {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto it = segments_.begin(); it != segments_.end(); ++it) {
+      if (it->id == id && it->tenant == tenant) {
+        segments_.erase(it);
+        return Status::ok();
+      }
+    }
+    return make_error(ErrorCode::kNotFound, "no segment '", id, "'");
+  }
+  std::vector<SegmentInfo> list_segments(const std::string& tenant) override {
+    std::lock_guard<std::mutex> l(mu_);
+    std::vector<SegmentInfo> out;
+    for (const SegmentInfo& i : segments_) {
+      if (i.tenant == tenant) out.push_back(i);
+    }
+    return out;
+  }
+  std::vector<SegmentSpec> segment_specs;  // every successful create, in order
+
   ServingStats stats() const override {
     ServingStats s;
     s.kv_blocks_used = 7;
@@ -162,6 +201,8 @@ class FakeServingEngine : public ServingEngine {
   }
 
  private:
+  std::vector<SegmentInfo> segments_;
+  int n_segments_ = 0;
   struct Active {
     ServeRequest req;
     ServeSink sink;
