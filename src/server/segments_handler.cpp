@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "server/token_ids.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -46,26 +47,8 @@ ApiResult<std::vector<int32_t>> segment_tokens(const ServingEngine& engine, cons
     return engine.tokenizer().encode(text->get_ref<const std::string&>(), /*add_special=*/false,
                                      /*parse_special=*/true);
   }
-  if (!tokens->is_array()) return bad_request("tokens", "tokens must be an array of token ids");
-  if (tokens->empty()) return bad_request("tokens", "the segment is empty");
-  if (tokens->size() > limits.max_prompt_tokens) {
-    return bad_request("tokens",
-                       "at most " + std::to_string(limits.max_prompt_tokens) + " tokens are allowed");
-  }
-  const int64_t vocab = engine.vocab_size();
-  std::vector<int32_t> ids;
-  ids.reserve(tokens->size());
-  for (const json& v : *tokens) {
-    if (!v.is_number_integer()) return bad_request("tokens", "tokens must be an array of token ids");
-    const int64_t id =
-        v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : v.get<int64_t>();
-    if (id < 0 || id >= vocab) {
-      return bad_request("tokens", "token id " + v.dump() + " is outside the vocabulary (" +
-                                       std::to_string(vocab) + " tokens)");
-    }
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
+  if (tokens->is_array() && tokens->empty()) return bad_request("tokens", "the segment is empty");
+  return read_token_ids(*tokens, "tokens", engine.vocab_size(), limits);
 }
 
 }  // namespace

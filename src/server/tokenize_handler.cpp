@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "server/models_handler.h"
+#include "server/token_ids.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -52,25 +53,9 @@ ApiResult<json> detokenize_request(const ServingEngine& engine, const std::strin
   if (auto e = check_model(engine, base_name, obj)) return *e;
   auto t = obj.find("tokens");
   if (t == obj.end() || t->is_null()) return bad_request("tokens", "tokens is required");
-  if (!t->is_array()) return bad_request("tokens", "tokens must be an array of token ids");
-  if (t->size() > limits.max_prompt_tokens) {
-    return bad_request("tokens",
-                       "at most " + std::to_string(limits.max_prompt_tokens) + " tokens are allowed");
-  }
-  const int64_t vocab = engine.vocab_size();
-  std::vector<int32_t> ids;
-  ids.reserve(t->size());
-  for (const json& v : *t) {
-    if (!v.is_number_integer()) return bad_request("tokens", "tokens must be an array of token ids");
-    const int64_t id =
-        v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : v.get<int64_t>();
-    if (id < 0 || id >= vocab) {
-      return bad_request("tokens", "token id " + v.dump() + " is outside the vocabulary (" +
-                                       std::to_string(vocab) + " tokens)");
-    }
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return json{{"prompt", engine.tokenizer().decode(ids)}};
+  ApiResult<std::vector<int32_t>> ids = read_token_ids(*t, "tokens", engine.vocab_size(), limits);
+  if (!ids.ok()) return ids.error();
+  return json{{"prompt", engine.tokenizer().decode(ids.value())}};
 }
 
 }  // namespace agentkv::server
