@@ -24,19 +24,6 @@ using namespace agentkv::testing;
 
 constexpr int32_t kBs = 16;
 
-std::vector<int32_t> doc(uint32_t seed, int n) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = 1000 + static_cast<int32_t>(rng() % 8000);
-  return t;
-}
-
-std::vector<int32_t> cat(std::initializer_list<std::vector<int32_t>> parts) {
-  std::vector<int32_t> out;
-  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
-  return out;
-}
-
 class Segments : public ::testing::Test {
  protected:
   void SetUp() override {

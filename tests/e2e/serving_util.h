@@ -9,7 +9,9 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,21 @@ namespace agentkv::testing {
 inline std::string model_path() {
   if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
   return agentkv::test::source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// Text-like token ids for prompts: n ids in [1000, 9000) from a seed. Real
+// word pieces keep attention patterns realistic.
+inline std::vector<int32_t> doc(uint32_t seed, int n) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = 1000 + static_cast<int32_t>(rng() % 8000);
+  return t;
+}
+
+inline std::vector<int32_t> cat(std::initializer_list<std::vector<int32_t>> parts) {
+  std::vector<int32_t> out;
+  for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
 }
 
 struct Outcome {
