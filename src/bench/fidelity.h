@@ -16,15 +16,12 @@
 
 #include "agentkv/kv_sharing_params.h"
 #include "bench/fidelity_tasks.h"
+#include "bench/scheme_spec.h"
 #include "util/status.h"
 
 namespace agentkv {
 
-struct FidelityScheme {
-  std::string label;   // as printed, e.g. "cacheblend r=0.15"
-  std::string scheme;  // kv_sharing name
-  KvSharingParams params;
-};
+using FidelityScheme = SchemeSpec;  // label as printed, e.g. "cacheblend:0.15"
 
 struct FidelityOptions {
   std::string model_path;

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 #include <stdexcept>
 
 #include "bench/fidelity.h"
+#include "bench/scheme_spec.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "sharing/scheme.h"
@@ -34,61 +34,6 @@ struct FidelityArgs {
   std::vector<std::string> tasks = {"passkey"};
   TaskShapeArgs shape;
 };
-
-// SCHEME[:VALUE][:KEY=VALUE...]: "cacheblend", "cacheblend:0.3" (its
-// ratio), "epic:32" (recompute tokens), "sparsex:ratio=0.3:boundary_layer=0".
-// A bare VALUE is the scheme's main parameter; KEY is any kv_sharing
-// parameter (docs/usage.md).
-Result<FidelityScheme> parse_scheme(const std::string& spec) {
-  FidelityScheme s;
-  s.label = spec;
-  std::vector<std::string> parts;
-  for (size_t at = 0;;) {
-    const size_t colon = spec.find(':', at);
-    parts.push_back(spec.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
-    if (colon == std::string::npos) break;
-    at = colon + 1;
-  }
-  s.scheme = parts[0];
-  const SharingScheme* impl = sharing_scheme_get(s.scheme);
-  if (impl == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown scheme '", s.scheme, "'");
-  KvSharingParams& p = s.params;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    const size_t eq = parts[i].find('=');
-    std::string key = eq == std::string::npos ? "" : parts[i].substr(0, eq);
-    const std::string v = eq == std::string::npos ? parts[i] : parts[i].substr(eq + 1);
-    if (key.empty()) {  // the main parameter
-      if (s.scheme == "cacheblend" || s.scheme == "sparsex") {
-        key = "ratio";
-      } else if (s.scheme == "epic") {
-        key = "recompute_tokens";
-      } else {
-        return make_error(ErrorCode::kInvalidArgument, "--schemes: '", s.scheme, "' takes no value");
-      }
-    }
-    try {
-      size_t used = 0;
-      if (key == "ratio") {
-        p.ratio = std::stod(v, &used);
-      } else {
-        std::optional<int32_t>* dst = key == "recompute_tokens"     ? &p.recompute_tokens
-                                      : key == "check_layer"        ? &p.check_layer
-                                      : key == "boundary_layer"     ? &p.boundary_layer
-                                      : key == "overflow_blocks"    ? &p.overflow_blocks
-                                      : key == "tail_tokens"        ? &p.tail_tokens
-                                      : key == "min_segment_tokens" ? &p.min_segment_tokens
-                                                                    : nullptr;
-        if (dst == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown parameter '", key, "'");
-        *dst = std::stoi(v, &used);
-      }
-      if (used != v.size()) throw std::invalid_argument(v);
-    } catch (const std::exception&) {
-      return make_error(ErrorCode::kInvalidArgument, "--schemes: bad value in '", spec, "'");
-    }
-  }
-  AKV_RETURN_IF_ERROR(impl->check_params(s.params).with_context("--schemes " + spec));
-  return s;
-}
 
 void print_row(const FidelityRow& r) {
   std::printf("| %s | %.4f | %.4f | %.1f%% | %.0f%% | %.1f%% | %.0f | %.3f | %.2fx | %.1f%% |\n", r.label.c_str(),
@@ -132,7 +77,7 @@ Result<FidelityTaskOptions> task_options(const FidelityArgs& a, const std::strin
 
 void run(FidelityArgs a) {
   for (const std::string& spec : a.schemes) {
-    auto s = parse_scheme(spec);
+    auto s = parse_scheme_spec(spec);
     if (!s.is_ok()) return fail(s.status());
     a.o.schemes.push_back(*s);
   }
