@@ -25,6 +25,7 @@ std::string ExtraKeys::serialize() const {
   put_key(&out, ExtraKeyKind::kLineage, lineage);
   put_key(&out, ExtraKeyKind::kTenant, tenant);
   put_key(&out, ExtraKeyKind::kCacheSalt, cache_salt);
+  if (approximate) put_key(&out, ExtraKeyKind::kApproximate, "");
   return out;
 }
 

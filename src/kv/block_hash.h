@@ -17,15 +17,22 @@ enum class ExtraKeyKind : uint8_t {
   kLineage = 1,    // "" = base model; else the adapter's (or shared-A group's) content hash
   kTenant = 2,     // namespace, part 1
   kCacheSalt = 3,  // namespace, part 2 (OpenAI-style cache_salt)
+  kApproximate = 4,  // K/V computed over reused (approximate) context: segment reuse only
 };
 
 struct ExtraKeys {
   std::string lineage;
   std::string tenant;
   std::string cache_salt;
+  // The block's K/V is approximate: computed over K/V that a segment-reuse
+  // scheme copied rather than recomputed. Such blocks never serve an exact
+  // prefix hit; segment-reuse requests may reuse them (KvManager::find_segments).
+  bool approximate = false;
 
   // tag(1) | length(u32 little-endian) | bytes, for every key in kind order.
-  // Every key is written even when empty, so presence cannot alias either.
+  // Every string key is written even when empty, so presence cannot alias
+  // either; kApproximate (no bytes) is written only when set, after them,
+  // which keeps exact blocks' hashes as they were.
   std::string serialize() const;
 
   bool operator==(const ExtraKeys&) const = default;

@@ -168,7 +168,26 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
 std::vector<SegmentHit> KvManager::find_segments(std::span<const int32_t> tokens, int32_t from,
                                                  const ExtraKeys& keys, int32_t min_tokens) const {
   const std::string extra = keys.serialize();
-  return match_segments(segments_, pool_, hash_, block_size_, {tokens, from, extra, min_tokens});
+  std::vector<SegmentHit> hits = match_segments(segments_, pool_, hash_, block_size_, {tokens, from, extra, min_tokens});
+  if (keys.approximate) return hits;
+  // Then K/V that segment reuse computed over approximate context (a
+  // previous agent's output in a chain), where no exact block matched.
+  ExtraKeys approx = keys;
+  approx.approximate = true;
+  const std::string approx_extra = approx.serialize();
+  const std::vector<SegmentHit> more =
+      match_segments(segments_, pool_, hash_, block_size_, {tokens, from, approx_extra, min_tokens});
+  if (more.empty()) return hits;
+  std::vector<SegmentHit> out;
+  out.reserve(hits.size() + more.size());
+  size_t i = 0;
+  for (const SegmentHit& m : more) {
+    while (i < hits.size() && hits[i].dst_pos + hits[i].n <= m.dst_pos) out.push_back(hits[i++]);
+    const bool overlaps = i < hits.size() && hits[i].dst_pos < m.dst_pos + m.n;
+    if (!overlaps) out.push_back(m);
+  }
+  while (i < hits.size()) out.push_back(hits[i++]);
+  return out;
 }
 
 void KvManager::segment_hit_used(const SegmentHit& hit) {

@@ -97,7 +97,8 @@ class KvManager {
 
   // Cached runs of `tokens` under `keys` at any token offset in
   // [from, tokens.size() - 1), from is where the exact prefix hit ends: see
-  // segment_match.h. Groups shorter than min_tokens are dropped. Pins
+  // segment_match.h. Exact blocks first; where none matched, blocks of the
+  // same keys committed as approximate (ExtraKeys::approximate). Groups shorter than min_tokens are dropped. Pins
   // nothing and changes nothing.
   std::vector<SegmentHit> find_segments(std::span<const int32_t> tokens, int32_t from, const ExtraKeys& keys,
                                         int32_t min_tokens) const;

@@ -114,7 +114,8 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     SchedRequest* r = s.req;
     r->n_computed = s.begin + s.n;
     if (cfg_.prefix_caching) {
-      // Blocks past commit_limit hold approximate K/V (segment reuse): never indexed.
+      // Blocks past commit_limit hold approximate K/V (segment reuse): they
+      // are indexed under approximate keys, for segment reuse only.
       const int32_t n_exact = std::min(r->n_computed, r->commit_limit);
       if (r->lineage_block > 0) {
         // Base-lineage blocks first; the second call picks up from the next block.
@@ -122,6 +123,11 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
         kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_base), r->base_keys);
       }
       kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_exact), r->keys);
+      if (r->n_computed > r->commit_limit) {
+        ExtraKeys approx = r->keys;
+        approx.approximate = true;
+        kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), approx);
+      }
     }
   }
 }

@@ -224,6 +224,44 @@ TEST(KvManager, LineagesNeverShareButPerBlockKeysCanMix) {
   EXPECT_EQ(kv.get_computed_blocks_per_block(p, other).n_blocks(), 2);
 }
 
+TEST(KvManager, ApproximateBlocksServeSegmentReuseOnly) {
+  // A segment-reuse request's blocks after its first reused token are
+  // committed as approximate: never an exact prefix hit, but found by
+  // find_segments, after exact blocks of the same tokens.
+  KvManager kv(32, kBs);
+  const std::vector<int32_t> p = iota_tokens(12);
+  ExtraKeys exact{};
+  ExtraKeys approx{};
+  approx.approximate = true;
+  ASSERT_TRUE(kv.allocate_slots(1, 12).is_ok());
+  kv.commit_full_blocks(1, std::span<const int32_t>(p).first(4), exact);
+  kv.commit_full_blocks(1, p, approx);
+  EXPECT_EQ(kv.get_computed_blocks(p, exact).n_blocks(), 1);  // blocks 1-2 are approximate
+  EXPECT_NE(exact.serialize(), approx.serialize());
+
+  // A new prompt holding tokens 104..111 behind other tokens: found, through
+  // the approximate entries only.
+  std::vector<int32_t> q = iota_tokens(5, 900);
+  q.insert(q.end(), p.begin() + 4, p.end());
+  q.push_back(7);
+  std::vector<SegmentHit> hits = kv.find_segments(q, 0, exact, 0);
+  int32_t covered = 0;
+  for (const SegmentHit& h : hits) covered += h.n;
+  EXPECT_EQ(covered, 8);
+  for (const SegmentHit& h : hits) EXPECT_EQ(h.src.id, kv.block_table(1)[1 + (h.src_pos - 4) / kBs]);
+
+  // Once request 2 computes the same tokens exactly, its blocks win.
+  ASSERT_TRUE(kv.allocate_slots(2, 12).is_ok());
+  kv.commit_full_blocks(2, p, exact);
+  hits = kv.find_segments(q, 0, exact, 0);
+  covered = 0;
+  for (const SegmentHit& h : hits) {
+    covered += h.n;
+    EXPECT_TRUE(h.src.id == kv.block_table(2)[1] || h.src.id == kv.block_table(2)[2]) << h.src.id;
+  }
+  EXPECT_EQ(covered, 8);
+}
+
 TEST(KvManager, DuplicateContentIsIndexedOnce) {
   KvManager kv(16, kBs);
   std::vector<int32_t> p = iota_tokens(9);
