@@ -259,6 +259,7 @@ Status Runner::execute(const Step& step, StepOutput* out) {
   block_indptr_.assign(1, 0);
   block_ids_.clear();
   int32_t n_capture = 0;
+  any_influence_ = false;
   for (size_t q = 0; q < step.seqs.size(); ++q) {
     const StepSeq& sq = step.seqs[q];
     for (int32_t r = sq.row_begin; r < sq.row_end; ++r) row_seq_[r] = static_cast<int32_t>(q);
@@ -269,7 +270,9 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     const TokenRow& row = step.rows[r];
     row_end_[r] = row.layer_end == kAllLayers ? s.n_layers : row.layer_end;
     if (row.capture_layer >= 0) capture_at_[r] = n_capture++;
+    any_influence_ |= row.influence;
   }
+  out->influence.assign(any_influence_ ? step.seqs.size() : 0, {});
   out->captures.resize(int64_t{n_capture} * s.d_model);
   active_.clear();
 
@@ -290,7 +293,7 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     // K/V entries computed at l: a row a hook drops at l still wrote them.
     for (size_t q = 0; q < step.seqs.size(); ++q) out->seq_row_layers[q] += row_indptr_[q + 1] - row_indptr_[q];
     out->row_layers += static_cast<int64_t>(active_.size());
-    layer_forward(step, l);
+    layer_forward(step, l, out);
   }
 
   // Final norm and output projection, only for rows that want logits (all
@@ -409,7 +412,39 @@ void Runner::run_hooks(const Step& step, int layer) {
   rebuild_plan(step);
 }
 
-void Runner::layer_forward(const Step& step, int layer) {
+void Runner::capture_influence(const Step& step, int layer, StepOutput* out) {
+  const ModelSpec& s = model_->spec;
+  const int64_t qd = s.q_dim();
+  const int32_t bs = kv_->geometry().block_size;
+  KvLayerView kv = kv_->layer_view(layer);
+  size_t i = 0;
+  while (i < active_.size()) {
+    const int32_t q = row_seq_[active_[i]];
+    size_t e = i;
+    int64_t nq = 0;
+    hook_q_.resize(static_cast<int64_t>(active_.size()) * qd);
+    hook_pos_.resize(active_.size());
+    for (; e < active_.size() && row_seq_[active_[e]] == q; ++e) {
+      if (!step.rows[active_[e]].influence) continue;
+      std::memcpy(&hook_q_[nq * qd], &q_[e * qd], sizeof(float) * qd);
+      hook_pos_[nq++] = row_pos_[e];
+    }
+    i = e;
+    if (nq == 0) continue;
+    const std::vector<int32_t>& blocks = step.seqs[q].blocks;
+    int32_t n_keys = 0;  // keys after the last query's position receive nothing
+    for (int64_t k = 0; k < nq; ++k) n_keys = std::max(n_keys, hook_pos_[k] + 1);
+    colsum_.resize(n_keys);
+    backend_->attention_colsum(hook_q_.data(), hook_pos_.data(), nq, s.n_heads, blocks.data(),
+                               static_cast<int32_t>(blocks.size()), n_keys, kv,
+                               1.0f / std::sqrt(static_cast<float>(s.head_dim)), colsum_.data());
+    std::vector<float>& acc = out->influence[q];
+    if (acc.empty()) acc.assign(blocks.size() * static_cast<size_t>(bs), 0.0f);
+    for (int32_t j = 0; j < n_keys; ++j) acc[j] += colsum_[j];
+  }
+}
+
+void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   const ModelSpec& s = model_->spec;
   const LayerWeights& w = model_->w.layers[layer];
   backend_i& be = *backend_;
@@ -451,6 +486,7 @@ void Runner::layer_forward(const Step& step, int layer) {
     be.kv_write(kv, k_.data(), v_.data(), slots_.data(), R);
   }
   be.attention(plan_, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
+  if (any_influence_) capture_influence(step, layer, out);
   // Wo accumulates into the residual stream, and so does its LoRA delta.
   linear(att_.data(), w.wo, x_.data(), R, qd, s.d_model, /*accumulate=*/true);
   apply_lora(layer, LoraTarget::kO, att_.data(), qd, x_.data(), s.d_model);

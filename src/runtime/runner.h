@@ -58,7 +58,10 @@ class Runner {
   void rebuild_plan(const Step& step);
   // Runs the layer's hooks between the K/V write and attention; drops rows.
   void run_hooks(const Step& step, int layer);
-  void layer_forward(const Step& step, int layer);
+  void layer_forward(const Step& step, int layer, StepOutput* out);
+  // Adds the layer's attention column sums of the active influence rows to
+  // their sequences' StepOutput::influence (after the layer's K/V write).
+  void capture_influence(const Step& step, int layer, StepOutput* out);
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
@@ -89,6 +92,7 @@ class Runner {
   std::vector<int32_t> capture_at_; // each Step row's index in StepOutput::captures, or -1
   // Hook scratch: cached K/V of the hooked rows, their keep flags, colsums.
   AlignedVector<float> hook_k_, hook_v_, hook_q_, colsum_;
+  bool any_influence_ = false;
   std::vector<int32_t> hook_pos_, hook_blocks_;
   std::vector<uint8_t> keep_;
   std::vector<int64_t> copy_src_, copy_dst_;

@@ -37,6 +37,10 @@ struct TokenRow {
   // Capture: the hidden state entering this layer (in [layer_begin,
   // layer_end)) is written to the runner's capture output; -1: none.
   int32_t capture_layer = -1;
+  // Capture: the attention mass this row's query gives each key position of
+  // its sequence, summed over the layers it is active in and all query
+  // heads, into StepOutput::influence (RelayCaching's influence score).
+  bool influence = false;
 };
 
 struct StepSeq {
@@ -108,6 +112,11 @@ struct Step {
 struct StepOutput {
   std::vector<float> logits;    // [n_logit_rows, n_vocab], logits rows in row order
   std::vector<float> captures;  // [n_capture_rows, d_model], capturing rows in row order
+  // Per Step sequence: [n_keys] attention mass each key position received
+  // from its rows with TokenRow::influence (summed over them, their layers
+  // and heads); n_keys is the sequence's block table span. Empty for a
+  // sequence without such rows.
+  std::vector<std::vector<float>> influence;
   // K/V entries computed (rows active at each layer, summed), for metrics:
   // in all and per Step sequence.
   int64_t row_layers = 0;
