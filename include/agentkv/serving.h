@@ -43,10 +43,10 @@ struct ServeRequest {
   // (kNotFound when unknown).
   std::string adapter;
   // KV-sharing scheme for this request: "" = the engine's default, else
-  // "none", "alora", "icarus", "naive", "epic" or "cacheblend"
-  // (kInvalidArgument otherwise). alora and icarus only change what adapters
+  // "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex" or
+  // "relay" (kInvalidArgument otherwise). alora and icarus only change what adapters
   // of their own kind share; others behave as "none". naive, epic,
-  // cacheblend and sparsex reuse cached segments anywhere in the prompt (approximate;
+  // cacheblend, sparsex and relay reuse cached segments anywhere in the prompt (approximate;
   // docs/usage.md, "Segment reuse"), except for requests with prompt_logprobs.
   std::string kv_sharing;
   // The scheme's parameters; unset ones take the engine's defaults. One the
@@ -66,6 +66,24 @@ struct ServeRequest {
   // decode computes generated tokens, instead of in prefill chunks (the
   // chunk before stops at this index); exercises the KV cache path. -1: off.
   int32_t one_per_step_from = -1;
+  // For `agentkv profile-relay` and tests (not on the HTTP API): with a
+  // segment-reuse scheme, called on the engine thread at every layer for the
+  // prompt's reused positions active there, with their fresh K (after RoPE)
+  // and V and the K/V copied from the cache (K rotated to the position;
+  // rows in position order, [n, kv_dim] each). Use a scheme at its exact
+  // limit so that every reused position runs every layer.
+  struct KvProbe {
+    int32_t layer = 0;
+    const int32_t* pos = nullptr;
+    int64_t n = 0;
+    const float* k = nullptr;
+    const float* cached_k = nullptr;
+    const float* v = nullptr;
+    const float* cached_v = nullptr;
+    int64_t kv_dim = 0;
+    int64_t head_dim = 0;
+  };
+  std::function<void(const KvProbe&)> kv_probe;
 };
 
 enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
@@ -87,6 +105,10 @@ struct ServeEvent {
   int32_t cached_tokens = 0;          // prompt tokens served from the prefix cache
   int32_t reused_tokens = 0;          // prompt tokens whose K/V came from a cached segment (segment reuse)
   int64_t prefill_token_layers = 0;   // K/V entries the prompt's prefill computed (rows x layers)
+  // Share of the K/V entries (token x layer) of the prompt positions this
+  // request prefilled that were copied from segments instead of computed
+  // (segment reuse; prefix-cache hits count in neither); 0 without reuse.
+  double reuse_rate = 0;
   int32_t completion_tokens = 0;      // on the last event: tokens generated in all
   std::string kv_sharing;             // the scheme applied: the one asked for, or "none" when it does
                                       // not apply to the adapter's kind (ICaRus for a plain LoRA)
@@ -114,11 +136,20 @@ struct ServingOptions {
   int32_t max_running = 64;           // sequences in one step
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
-  std::string kv_sharing = "none";    // default scheme: none, alora, icarus, naive, epic, cacheblend
+  std::string kv_sharing = "none";    // default scheme: none, alora, icarus, naive, epic, cacheblend, sparsex, relay
   KvSharingParams kv_sharing_params;  // defaults of the schemes' parameters (unset: the schemes' own)
   // Frozen segments are evicted, least hit first, when an allocation would
   // put the used KV blocks (frozen ones included) above this fraction of the pool.
   double segment_watermark = 0.9;
+  // RelayCaching captures (KV components: the hidden state entering the
+  // relay's l_start and the influence score of every token): "on-request"
+  // keeps room for them and captures for requests under kv_sharing relay,
+  // "all" captures for every request, "off" keeps no room (relay then
+  // recomputes its band from layer 0). Their memory counts in the KV budget.
+  std::string relay_capture = "on-request";
+  // A relay layer profile (agentkv profile-relay) for this model: its layers
+  // become the defaults of l_start, l_det and l_end. "" = none.
+  std::string relay_profile;
   // Adapters registered at start: name, path (PEFT dir or GGUF LoRA), kind
   // override ("" = from the file; "lora", "alora", "icarus").
   struct AdapterSpec {
@@ -160,6 +191,8 @@ struct ServingStats {
   std::map<std::string, int64_t> prompt_tokens_by_scheme;
   std::map<std::string, int64_t> reused_tokens_by_scheme;       // segment reuse: prompt tokens copied
   std::map<std::string, int64_t> computed_token_layers_by_scheme;  // K/V entries computed (rows x layers)
+  // Segment reuse: K/V entries of prefilled prompt positions copied instead of computed.
+  std::map<std::string, int64_t> reused_token_layers_by_scheme;
   int32_t frozen_segments = 0;        // frozen (pinned) segments now
   int32_t frozen_blocks = 0;          // distinct KV blocks they pin
   int64_t segment_evictions = 0;      // cumulative: frozen segments evicted above the watermark
@@ -244,6 +277,8 @@ class ServingEngine {
   virtual const Tokenizer& tokenizer() const = 0;
   virtual int32_t max_model_len() const = 0;
   virtual int32_t vocab_size() const = 0;
+  // The model's layer count (0 from engines without a model: test fakes).
+  virtual int32_t n_layers() const { return 0; }
 };
 
 Result<std::unique_ptr<ServingEngine>> create_serving_engine(const ServingOptions& opts);

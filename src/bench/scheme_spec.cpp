@@ -37,8 +37,12 @@ Result<SchemeSpec> parse_scheme_spec(const std::string& spec) {
     }
     try {
       size_t used = 0;
-      if (key == "ratio") {
-        p.ratio = std::stod(v, &used);
+      std::optional<double>* real = key == "ratio"                 ? &p.ratio
+                                    : key == "dev_threshold"       ? &p.dev_threshold
+                                    : key == "influence_threshold" ? &p.influence_threshold
+                                                                   : nullptr;
+      if (real != nullptr) {
+        *real = std::stod(v, &used);
       } else {
         std::optional<int32_t>* dst = key == "recompute_tokens"     ? &p.recompute_tokens
                                       : key == "check_layer"        ? &p.check_layer
@@ -46,6 +50,10 @@ Result<SchemeSpec> parse_scheme_spec(const std::string& spec) {
                                       : key == "overflow_blocks"    ? &p.overflow_blocks
                                       : key == "tail_tokens"        ? &p.tail_tokens
                                       : key == "min_segment_tokens" ? &p.min_segment_tokens
+                                      : key == "l_start"            ? &p.l_start
+                                      : key == "l_det"              ? &p.l_det
+                                      : key == "l_end"              ? &p.l_end
+                                      : key == "suffix_tokens"      ? &p.suffix_tokens
                                                                     : nullptr;
         if (dst == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown parameter '", key, "'");
         *dst = std::stoi(v, &used);

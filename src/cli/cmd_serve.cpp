@@ -346,7 +346,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-sharing", e.kv_sharing,
                   "default KV-sharing scheme for requests without kv_sharing: none (each adapter its own "
                   "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV), and the "
-                  "approximate segment-reuse schemes naive, epic, cacheblend and sparsex (docs/usage.md, \"Segment reuse\")")
+                  "approximate segment-reuse schemes naive, epic, cacheblend, sparsex and relay (docs/usage.md, \"Segment reuse\")")
       ->capture_default_str()
       ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
   // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
@@ -378,6 +378,26 @@ void register_serve(CLI::App& app) {
                                     [&e](int32_t v) { e.kv_sharing_params.min_segment_tokens = v; },
                                     "segment reuse: shortest cached run reused, in tokens (default two KV blocks)")
       ->check(CLI::Range(1, 1 << 30));
+  cmd->add_option("--relay-profile", e.relay_profile,
+                  "relay: the layer profile of this model (agentkv profile-relay writes one); its l_start, l_det and "
+                  "l_end become the defaults, and hidden states are captured at l_start")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--relay-capture", e.relay_capture,
+                  "relay captures (hidden state at l_start, influence of generated tokens): on-request (for "
+                  "requests under relay), all (every request), off (no memory kept for them)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "on-request", "all"}));
+  cmd->add_option_function<double>("--relay-dev-threshold", [&e](double v) { e.kv_sharing_params.dev_threshold = v; },
+                                   "relay: a reused token whose V deviation at l_det is >= this x the mean is "
+                                   "recomputed up to l_end (default 1.5)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option_function<double>("--relay-influence-threshold",
+                                   [&e](double v) { e.kv_sharing_params.influence_threshold = v; },
+                                   "relay: the same by influence score (default 1.45)")
+      ->check(CLI::Range(0.0, 1e6));
+  cmd->add_option_function<int32_t>("--relay-suffix-tokens", [&e](int32_t v) { e.kv_sharing_params.suffix_tokens = v; },
+                                    "relay: last reused tokens of each segment always recomputed (default 10)")
+      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--chat-template", s.chat_template,
                   "chatml, llama3 or mistral (default: from the model file)");
   cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,

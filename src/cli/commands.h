@@ -19,5 +19,6 @@ void register_logits(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_bench_agents(CLI::App& app);
 void register_bench_fidelity(CLI::App& app);
+void register_profile_relay(CLI::App& app);
 
 }  // namespace agentkv::cli

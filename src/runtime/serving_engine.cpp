@@ -15,6 +15,7 @@
 #include "adapter/registry.h"
 #include "agentkv/serving.h"
 #include "backend/backend.h"
+#include "kv/kv_component.h"
 #include "kv/kv_manager.h"
 #include "kv/kv_storage.h"
 #include "runtime/loaded_model.h"
@@ -22,7 +23,9 @@
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
+#include "sharing/relay_profile.h"
 #include "sharing/scheme.h"
+#include "util/file_id.h"
 
 namespace agentkv {
 
@@ -69,6 +72,10 @@ struct Live {
   std::vector<int32_t> run_start;          // [n_prompt], -1 where not reused
   int32_t reused_tokens = 0;               // copied so far
   int32_t min_segment = 0;                 // shortest segment reused, tokens
+  std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
+  std::vector<float> influence;            // [n_prompt]: a reused position's influence score
+  bool capture = false;                    // relay captures: hidden state at the capture layer, influence
+  std::function<void(const ServeRequest::KvProbe&)> kv_probe;
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;
 
@@ -76,7 +83,7 @@ struct Live {
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
         ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
         return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
-        forced(r.forced_tokens) {
+        kv_probe(r.kv_probe), forced(r.forced_tokens) {
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
@@ -91,6 +98,7 @@ struct Pending {
   SeqSharing sharing;
   std::unique_ptr<ReusePlanner> planner;
   int32_t min_segment = 0;
+  bool capture = false;
 };
 
 class ServingEngineImpl final : public ServingEngine {
@@ -105,6 +113,7 @@ class ServingEngineImpl final : public ServingEngine {
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   int32_t max_model_len() const override { return max_model_len_; }
   int32_t vocab_size() const override { return model_->spec.n_vocab; }
+  int32_t n_layers() const override { return model_->spec.n_layers; }
   Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) override;
   Status unload_adapter(const std::string& name) override;
   std::vector<ServedModel> models() const override;
@@ -128,6 +137,12 @@ class ServingEngineImpl final : public ServingEngine {
   void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
   void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
   void mark_scheduled(ServeId id, Live& l);
+  // ServeEvent::reuse_rate of a request whose prefill is done.
+  double reuse_rate(const Live& l, int32_t cached) const {
+    const int64_t entries = int64_t{l.n_prompt - cached} * model_->spec.n_layers;
+    if (l.reused_tokens == 0 || entries <= 0) return 0.0;
+    return std::max(0.0, 1.0 - static_cast<double>(l.prefill_token_layers) / static_cast<double>(entries));
+  }
   void publish_stats();
   // Runs fn on the engine thread (the KV manager's owner) and waits for it.
   // kUnavailable once the engine is stopping.
@@ -136,6 +151,11 @@ class ServingEngineImpl final : public ServingEngine {
   // A request is finishing, its blocks still held: when it was a segment's
   // prefill, freeze them (or report why not) to the waiting create_segment.
   void finish_segment_job(ServeId id, ServeFinish why, const std::string& error);
+  // Relay captures: what a row of a capturing request asks the runner for,
+  // and storing what the runner captured into the KV components.
+  void mark_captures(const Live& l, TokenRow* row) const;
+  void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
+  uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
 
   ServingOptions opts_;
   std::shared_ptr<Model> model_;
@@ -143,6 +163,11 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<backend_i> backend_;
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<KvManager> kv_;
+  // KV components of the relay captures (null when --relay-capture off):
+  // the hidden state entering capture_layer_, and the influence score.
+  std::unique_ptr<KvComponent> hidden_, influence_;
+  int32_t capture_layer_ = -1;
+  bool capture_all_ = false;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<Scheduler> sched_;
   AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up
@@ -205,18 +230,52 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const int32_t trained = s.n_ctx_train > 0 ? s.n_ctx_train : 4096;
   e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
 
+  if (opts.relay_capture != "off" && opts.relay_capture != "on-request" && opts.relay_capture != "all") {
+    return make_error(ErrorCode::kInvalidArgument, "--relay-capture must be off, on-request or all; got '",
+                      opts.relay_capture, "'");
+  }
+  if (!opts.relay_profile.empty()) {
+    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
+    AKV_ASSIGN_OR_RETURN(RelayProfile rp, load_relay_profile(opts.relay_profile, model_id, s.n_layers));
+    KvSharingParams& d = e->opts_.kv_sharing_params;
+    if (!d.l_start) d.l_start = rp.l_start;
+    if (!d.l_det) d.l_det = rp.l_det;
+    if (!d.l_end) d.l_end = rp.l_end;
+  }
+  {
+    const KvSharingParams& d = e->opts_.kv_sharing_params;
+    if (d.l_start || d.l_det || d.l_end) {
+      AKV_RETURN_IF_ERROR(sharing_scheme_get("relay")->check_params(d).with_context("relay defaults"));
+      AKV_RETURN_IF_ERROR(sharing_scheme_get("relay")->check_model(d, s.n_layers).with_context("relay defaults"));
+    }
+    // Snapshots are kept at the server's l_start; a request asking for
+    // another one resumes from layer 0.
+    if (opts.relay_capture != "off" && d.l_start && *d.l_start > 0) e->capture_layer_ = *d.l_start;
+  }
+  const bool components = opts.relay_capture != "off";
+  e->capture_all_ = opts.relay_capture == "all";
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size};
+  // Per block: K/V, plus the relay components where they are kept.
+  const int64_t component_bytes =
+      components ? int64_t{opts.block_size} * ((s.d_model + 1) * int64_t{sizeof(float)} + 2 * int64_t{sizeof(uint32_t)}) : 0;
+  const int64_t block_bytes = g.block_bytes() + component_bytes;
   const int64_t n_blocks = opts.kv_cache_tokens > 0
                                ? (opts.kv_cache_tokens + opts.block_size - 1) / opts.block_size
-                               : opts.kv_cache_mb * (int64_t{1} << 20) / g.block_bytes();
+                               : opts.kv_cache_mb * (int64_t{1} << 20) / block_bytes;
   if (n_blocks < 1) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb ", opts.kv_cache_mb, " holds no KV block (one block is ",
-                      g.block_bytes(), " bytes); raise it");
+                      block_bytes, " bytes); raise it");
   }
   if (n_blocks > (int64_t{1} << 30)) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
   AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
   e->storage_ = std::make_unique<KvStorage>(std::move(storage));
   e->kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts.block_size);
+  if (components) {
+    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts.block_size, s.d_model));
+    AKV_ASSIGN_OR_RETURN(KvComponent inf, KvComponent::create(n_blocks, opts.block_size, 1));
+    e->hidden_ = std::make_unique<KvComponent>(std::move(h));
+    e->influence_ = std::make_unique<KvComponent>(std::move(inf));
+  }
   if (!(opts.segment_watermark > 0 && opts.segment_watermark <= 1)) {
     return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
   }
@@ -228,7 +287,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   sc.max_running = opts.max_running;
   sc.prefix_caching = opts.prefix_caching;
   e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc);
-  e->stats_.kv_bytes_per_block = g.block_bytes();
+  e->stats_.kv_bytes_per_block = block_bytes;
   for (const ServingOptions::AdapterSpec& a : opts.adapters) {
     AKV_RETURN_IF_ERROR(e->load_adapter(a.name, a.path, a.kind).with_context("--adapter " + a.name));
   }
@@ -289,19 +348,14 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   AKV_RETURN_IF_ERROR(scheme->check_params(req.kv_sharing_params));
   AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan(adapter.get(), req.prompt));
   // Unset parameters take the engine's defaults (planners read only their own).
-  KvSharingParams params = req.kv_sharing_params;
-  if (!params.ratio) params.ratio = opts_.kv_sharing_params.ratio;
-  if (!params.recompute_tokens) params.recompute_tokens = opts_.kv_sharing_params.recompute_tokens;
-  if (!params.check_layer) params.check_layer = opts_.kv_sharing_params.check_layer;
-  if (!params.boundary_layer) params.boundary_layer = opts_.kv_sharing_params.boundary_layer;
-  if (!params.overflow_blocks) params.overflow_blocks = opts_.kv_sharing_params.overflow_blocks;
-  if (!params.tail_tokens) params.tail_tokens = opts_.kv_sharing_params.tail_tokens;
-  if (!params.min_segment_tokens) params.min_segment_tokens = opts_.kv_sharing_params.min_segment_tokens;
+  const KvSharingParams params = req.kv_sharing_params.with_defaults(opts_.kv_sharing_params);
+  AKV_RETURN_IF_ERROR(scheme->check_model(params, model_->spec.n_layers));
   // Prompt logprobs need every prompt row computed: no segment reuse there.
   // An ICaRus decoder row pairs with its encoder row: no reuse either.
   std::unique_ptr<ReusePlanner> planner;
   if (req.prompt_logprobs < 0 && !sharing.decoder_row) planner = scheme->make_planner(params);
   const int32_t min_segment = params.min_segment_tokens.value_or(2 * opts_.block_size);
+  const bool capture = hidden_ != nullptr && (capture_all_ || std::string_view(sharing.scheme) == "relay");
   if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
     return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
   }
@@ -322,7 +376,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     ++n_queued_;
     ++n_live_;
     inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter), sharing,
-                             std::move(planner), min_segment});
+                             std::move(planner), min_segment, capture});
   }
   wake_.notify_one();
   return id;
@@ -415,6 +469,7 @@ void ServingEngineImpl::loop() {
       it->second.model = p.req.adapter;
       it->second.planner = std::move(p.planner);
       it->second.min_segment = p.min_segment;
+      it->second.capture = p.capture;
       sched_->add(std::move(r));
     }
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
@@ -472,6 +527,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   std::vector<LogitRow> logit_rows;  // the rows with logits, in row order (the runner's output order)
   std::vector<const char*> seq_scheme;  // per Step sequence: its scheme (metrics)
   std::vector<Live*> seq_live;          // per Step sequence: its request, when the chunk is prompt
+  std::vector<Live*> seq_req;           // per Step sequence: its request
   for (const ScheduledSeq& s : out.seqs) {
     SchedRequest* r = s.req;
     auto it = live_.find(r->id);
@@ -491,6 +547,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       // exact one (the copies are gone with the blocks).
       l.planner.reset();
     }
+    seq_req.push_back(&l);
     if (l.planner && s.begin < l.n_prompt) {
       seq_scheme.push_back(l.sharing.scheme);
       seq_live.push_back(&l);
@@ -520,6 +577,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       const bool score = !rs.logits && rs.write_kv && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
       if (score) row.logits = true;
       if (row.logits) logit_rows.push_back({r->id, score ? pos : -1});
+      mark_captures(l, &row);
       step.rows.push_back(row);
     }
     q.row_end = static_cast<int32_t>(step.rows.size());
@@ -537,6 +595,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     return;
   }
+  if (hidden_) store_captures(step, so, seq_req);
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -593,12 +652,28 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
       const int64_t dst = int64_t{q.blocks[p / bs]} * bs + p % bs;
       step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
+      if (hidden_) {  // the captured state travels with the K/V
+        hidden_->copy(src, h.src.generation, dst, generation_of(dst));
+        influence_->copy(src, h.src.generation, dst, generation_of(dst));
+      }
     }
     l.reused_tokens += hi - lo;
     kv_->segment_hit_used(h);
   }
   for (int32_t p = b; p < e; ++p) {
     l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
+  }
+  auto slot_of = [&](int32_t p) { return int64_t{q.blocks[p / bs]} * bs + p % bs; };
+  if (hidden_) {
+    l.has_hidden.resize(n_prompt, 0);
+    l.influence.resize(n_prompt, 0.0f);
+    for (int32_t p = b; p < e; ++p) {
+      if (!l.reused[p]) continue;
+      const int64_t slot = slot_of(p);
+      l.has_hidden[p] = capture_layer_ > 0 && !hidden_->read(slot, generation_of(slot)).empty();
+      const std::span<const float> inf = influence_->read(slot, generation_of(slot));
+      l.influence[p] = inf.empty() ? 0.0f : inf[0];
+    }
   }
   ReuseChunk c;
   c.begin = b;
@@ -608,6 +683,12 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   c.block_tokens = bs;
   c.reused = std::span<const uint8_t>(l.reused.data() + b, c.n);
   c.run_start = std::span<const int32_t>(l.run_start.data() + b, c.n);
+  c.reused_after = e < n_prompt && l.reused[e];
+  if (hidden_) {
+    c.hidden_layer = capture_layer_;
+    c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + b, c.n);
+    c.influence = std::span<const float>(l.influence.data() + b, c.n);
+  }
   std::vector<ReuseRow> want;
   std::vector<ReuseHook> hooks;
   l.planner->plan_chunk(c, &want, &hooks);
@@ -627,8 +708,17 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
     row.logits = s.sample && p == e - 1;
     if (l.reused[p]) {
-      row.layer_begin = 0;  // a reused row joining above layer 0 needs a hidden-state snapshot (not kept yet)
       row.layer_end = want[w].layer_end;
+      // A reused row may resume above layer 0 from its snapshot, nowhere else.
+      const int32_t from = want[w].layer_begin;
+      if (from > 0 && from == capture_layer_ && hidden_ && l.has_hidden[p]) {
+        const std::span<const float> h = hidden_->read(row.slot, generation_of(row.slot));
+        row.layer_begin = from;
+        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / model_->spec.d_model);
+        step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
+      }
+    } else {
+      mark_captures(l, &row);
     }
     row_of[p - b] = static_cast<int32_t>(step->rows.size());
     step->rows.push_back(row);
@@ -645,7 +735,8 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     }
     std::sort(lh.colsum_rows.begin(), lh.colsum_rows.end());
     // The step outlives the call; its rows give each hooked row's position.
-    lh.fn = [rows = &step->rows, fn = std::move(h.fn)](const HookView& v, std::span<uint8_t> keep) {
+    lh.fn = [rows = &step->rows, fn = std::move(h.fn), head_dim = int64_t{model_->spec.head_dim}](
+                const HookView& v, std::span<uint8_t> keep) {
       std::vector<int32_t> pos(v.rows.size());
       for (size_t i = 0; i < pos.size(); ++i) pos[i] = (*rows)[v.rows[i]].pos;
       ReuseHookView rv;
@@ -655,10 +746,85 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       rv.k = v.k;
       rv.cached_k = v.cached_k;
       rv.kv_dim = v.kv_dim;
+      rv.head_dim = head_dim;
       rv.colsum = v.colsum;
       fn(rv, keep);
     };
     step->hooks.push_back(std::move(lh));
+  }
+  if (l.kv_probe) {
+    // Profilers: every layer's fresh and copied V of the reused rows.
+    for (int32_t layer = 0; layer < model_->spec.n_layers; ++layer) {
+      LayerHook lh;
+      lh.seq = seq_index;
+      lh.layer = layer;
+      lh.fn = [rows = &step->rows, reused = &l.reused, probe = &l.kv_probe, layer,
+               head_dim = int64_t{model_->spec.head_dim}](const HookView& v, std::span<uint8_t> keep) {
+        (void)keep;
+        std::vector<int32_t> pos;
+        std::vector<float> k, ck, fresh, cached;
+        auto take = [&](std::vector<float>& to, const float* from, size_t i) {
+          to.insert(to.end(), from + i * v.kv_dim, from + (i + 1) * v.kv_dim);
+        };
+        for (size_t i = 0; i < v.rows.size(); ++i) {
+          const int32_t p = (*rows)[v.rows[i]].pos;
+          if (p >= static_cast<int32_t>(reused->size()) || !(*reused)[p]) continue;
+          pos.push_back(p);
+          take(k, v.k, i);
+          take(ck, v.cached_k, i);
+          take(fresh, v.v, i);
+          take(cached, v.cached_v, i);
+        }
+        ServeRequest::KvProbe pr;
+        pr.layer = layer;
+        pr.pos = pos.data();
+        pr.n = static_cast<int64_t>(pos.size());
+        pr.k = k.data();
+        pr.cached_k = ck.data();
+        pr.v = fresh.data();
+        pr.cached_v = cached.data();
+        pr.kv_dim = v.kv_dim;
+        pr.head_dim = head_dim;
+        if (pr.n > 0) (*probe)(pr);
+      };
+      step->hooks.push_back(std::move(lh));
+    }
+  }
+}
+
+void ServingEngineImpl::mark_captures(const Live& l, TokenRow* row) const {
+  if (!l.capture || row->slot < 0) return;
+  const int32_t end = row->layer_end == kAllLayers ? model_->spec.n_layers : row->layer_end;
+  if (capture_layer_ > 0 && row->layer_begin == 0 && end > capture_layer_) row->capture_layer = capture_layer_;
+  // Generated tokens receive influence from later decode steps.
+  if (row->pos >= l.n_prompt) row->influence = true;
+}
+
+void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of) {
+  const int64_t d = model_->spec.d_model;
+  int64_t ci = 0;
+  for (const TokenRow& row : step.rows) {
+    if (row.capture_layer < 0) continue;
+    const float* h = so.captures.data() + ci++ * d;
+    std::span<float> dst = hidden_->write(row.slot, generation_of(row.slot));
+    std::copy(h, h + d, dst.begin());
+  }
+  const int32_t bs = opts_.block_size;
+  for (size_t q = 0; q < so.influence.size() && q < seq_of.size(); ++q) {
+    const std::vector<float>& acc = so.influence[q];
+    if (acc.empty() || seq_of[q] == nullptr) continue;
+    const StepSeq& sq = step.seqs[q];
+    int32_t last = -1;  // the latest query position: keys before it were generated earlier
+    for (int32_t r = sq.row_begin; r < sq.row_end; ++r) {
+      if (step.rows[r].influence) last = std::max(last, step.rows[r].pos);
+    }
+    for (int32_t j = seq_of[q]->n_prompt; j < last && j < static_cast<int32_t>(acc.size()); ++j) {
+      const int64_t slot = int64_t{sq.blocks[j / bs]} * bs + j % bs;
+      const uint32_t gen = generation_of(slot);
+      const std::span<const float> cur = influence_->read(slot, gen);
+      const float base = cur.empty() ? 0.0f : cur[0];
+      influence_->write(slot, gen)[0] = base + acc[j];
+    }
   }
 }
 
@@ -685,6 +851,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     ev.cached_tokens = std::max(0, r->n_cached_prompt);
     ev.reused_tokens = l.reused_tokens;
     ev.prefill_token_layers = l.prefill_token_layers;
+    ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
     ev.kv_sharing = l.sharing.scheme;
     ev.queue_s = l.queue_s;
     ev.ttft_s = l.ttft_s;
@@ -698,6 +865,10 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
     stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
     stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
+    if (ev.reused_tokens > 0) {
+      const int64_t entries = int64_t{l.n_prompt - ev.cached_tokens} * model_->spec.n_layers;
+      stats_.reused_token_layers_by_scheme[l.sharing.scheme] += std::max<int64_t>(0, entries - l.prefill_token_layers);
+    }
   }
   if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
   const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();
@@ -737,6 +908,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   if (SchedRequest* r = sched_->find(id)) ev.cached_tokens = std::max(0, r->n_cached_prompt);
   ev.reused_tokens = l.reused_tokens;
   ev.prefill_token_layers = l.prefill_token_layers;
+  ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
   ev.completion_tokens = l.n_generated;
   ev.kv_sharing = l.sharing.scheme;
   ev.queue_s = l.queue_s;

@@ -32,10 +32,21 @@ struct ReuseChunk {
   // Per position of the chunk: where its reused run starts (a position of
   // the request), or -1 for positions not reused.
   std::span<const int32_t> run_start;
+  bool reused_after = false;  // the position right after the chunk is reused (a run goes on)
+  // Captured state of the reused positions (KV components), for schemes
+  // that resume rows from it: the layer whose entering hidden state is kept
+  // (-1: none kept), per chunk position whether it is, and the position's
+  // influence score (attention mass it received while it was generated; 0
+  // where none was captured).
+  int32_t hidden_layer = -1;
+  std::span<const uint8_t> has_hidden;
+  std::span<const float> influence;
 };
 
 // One row the planner wants: a token of the chunk active in [layer_begin,
 // layer_end) (kAllLayers: to the last); it writes its K/V in those layers.
+// layer_begin > 0 only at ReuseChunk::hidden_layer for a position with
+// has_hidden: the row resumes from the snapshot.
 struct ReuseRow {
   int32_t pos = 0;
   int32_t layer_begin = 0;
@@ -50,6 +61,7 @@ struct ReuseHookView {
   const float* k = nullptr;      // fresh K after RoPE
   const float* cached_k = nullptr;
   int64_t kv_dim = 0;
+  int64_t head_dim = 0;
   std::span<const float> colsum;  // when asked for
 };
 
@@ -83,5 +95,18 @@ struct SparsexConfig {
   int32_t tail_tokens = 0;
 };
 std::unique_ptr<ReusePlanner> make_sparsex_planner(const SparsexConfig& c);
+
+// RelayCaching (SCHEMES.md §3.3): reused tokens resume at l_start from their
+// hidden-state snapshot, all recompute through l_det, the selected ones
+// (deviation, influence, suffix) up to l_end.
+struct RelayConfig {
+  int32_t l_start = 0;
+  int32_t l_det = 0;
+  int32_t l_end = 0;
+  double dev_threshold = 0;
+  double influence_threshold = 0;
+  int32_t suffix_tokens = 0;
+};
+std::unique_ptr<ReusePlanner> make_relay_planner(const RelayConfig& c);
 
 }  // namespace agentkv

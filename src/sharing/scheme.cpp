@@ -9,9 +9,10 @@ const SharingScheme* sharing_scheme_naive_instance();
 const SharingScheme* sharing_scheme_epic_instance();
 const SharingScheme* sharing_scheme_cacheblend_instance();
 const SharingScheme* sharing_scheme_sparsex_instance();
+const SharingScheme* sharing_scheme_relay_instance();
 
 namespace {
-constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex"};
+constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay"};
 }  // namespace
 
 std::span<const char* const> sharing_scheme_names() { return kNames; }
@@ -33,15 +34,15 @@ const SharingScheme* sharing_scheme_get(std::string_view name) {
   if (name == "epic") return sharing_scheme_epic_instance();
   if (name == "cacheblend") return sharing_scheme_cacheblend_instance();
   if (name == "sparsex") return sharing_scheme_sparsex_instance();
+  if (name == "relay") return sharing_scheme_relay_instance();
   return nullptr;
 }
 
 Status SharingScheme::check_params(const KvSharingParams& p) const {
   if (p.empty()) return Status::ok();
   return make_error(ErrorCode::kInvalidArgument, "kv_sharing scheme '", name(),
-                    "' takes no parameters (ratio, recompute_tokens, check_layer, boundary_layer, overflow_blocks, "
-                    "tail_tokens and min_segment_tokens belong to the segment-reuse schemes naive, epic, cacheblend "
-                    "and sparsex)");
+                    "' takes no parameters (they belong to the segment-reuse schemes naive, epic, cacheblend, "
+                    "sparsex and relay: docs/usage.md, \"Segment reuse\")");
 }
 
 void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) {

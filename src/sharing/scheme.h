@@ -50,6 +50,13 @@ class SharingScheme {
   // of range or a parameter this scheme does not take. The exact schemes
   // take none.
   virtual Status check_params(const KvSharingParams& p) const;
+  // Checks the parameters, defaults filled in, against the model: layer
+  // indexes within its n_layers, the ones the scheme needs present.
+  virtual Status check_model(const KvSharingParams& p, int32_t n_layers) const {
+    (void)p;
+    (void)n_layers;
+    return Status::ok();
+  }
   // Segment-reuse schemes: a planner for one request (params checked);
   // nullptr for schemes that reuse only exact prefixes.
   virtual std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const {
@@ -70,8 +77,13 @@ inline constexpr double kSparsexDefaultRatio = 0.15;
 inline constexpr int32_t kSparsexDefaultOverflowBlocks = 1;
 inline constexpr int32_t kSparsexDefaultTailTokens = 64;
 // min_segment_tokens defaults to two KV blocks (the engine knows the size).
+// RelayCaching (§5.1, App. B.2): tau_dev, tau_inf and the suffix length.
+// Its layers come from a profile of the model (agentkv profile-relay).
+inline constexpr double kRelayDefaultDevThreshold = 1.5;
+inline constexpr double kRelayDefaultInfluenceThreshold = 1.45;
+inline constexpr int32_t kRelayDefaultSuffixTokens = 10;
 
-// "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex"; null for an
+// "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay"; null for an
 // unknown name. Instances are static.
 const SharingScheme* sharing_scheme_get(std::string_view name);
 // The names sharing_scheme_get knows, for help texts and errors.

@@ -34,13 +34,26 @@ Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const 
   const std::pair<const char*, std::pair<bool, const std::optional<int32_t>*>> non_negative[] = {
       {"boundary_layer", {takes.boundary_layer, &p.boundary_layer}},
       {"overflow_blocks", {takes.overflow_blocks, &p.overflow_blocks}},
-      {"tail_tokens", {takes.tail_tokens, &p.tail_tokens}}};
+      {"tail_tokens", {takes.tail_tokens, &p.tail_tokens}},
+      {"l_start", {takes.relay, &p.l_start}},
+      {"l_det", {takes.relay, &p.l_det}},
+      {"l_end", {takes.relay, &p.l_end}},
+      {"suffix_tokens", {takes.relay, &p.suffix_tokens}}};
   for (const auto& [field, taken_value] : non_negative) {
     const auto& [taken, value] = taken_value;
     if (!*value) continue;
     if (!taken) return not_taken(field);
     if (**value < 0) {
       return make_error(ErrorCode::kInvalidArgument, "kv_sharing ", field, " must be >= 0, got ", **value);
+    }
+  }
+  const std::pair<const char*, const std::optional<double>*> thresholds[] = {
+      {"dev_threshold", &p.dev_threshold}, {"influence_threshold", &p.influence_threshold}};
+  for (const auto& [field, value] : thresholds) {
+    if (!*value) continue;
+    if (!takes.relay) return not_taken(field);
+    if (!(**value >= 0.0 && **value < 1e30)) {
+      return make_error(ErrorCode::kInvalidArgument, "kv_sharing ", field, " must be a number >= 0, got ", **value);
     }
   }
   if (p.min_segment_tokens && *p.min_segment_tokens < 1) {

@@ -276,7 +276,7 @@ TEST(ReusePlanner, RegistryNamesEverySchemeOnce) {
     ASSERT_NE(sharing_scheme_get(n), nullptr) << n;
     EXPECT_EQ(std::string(sharing_scheme_get(n)->name()), n);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay"}));
 }
 
 }  // namespace

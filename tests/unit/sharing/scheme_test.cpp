@@ -29,7 +29,7 @@ SeqSharing plan(const char* scheme, const Adapter* a, const std::vector<int32_t>
 TEST(SharingScheme, UnknownNameIsNull) {
   EXPECT_EQ(sharing_scheme_get("full"), nullptr);
   EXPECT_EQ(sharing_scheme_get(""), nullptr);
-  EXPECT_EQ(sharing_scheme_names().size(), 7u);
+  EXPECT_EQ(sharing_scheme_names().size(), 8u);
 }
 
 TEST(SharingScheme, BaseIsBaseUnderEveryScheme) {

@@ -1,0 +1,161 @@
+#include "bench/relay_profiler.h"
+
+#include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "agentkv/serving.h"
+#include "bench/task_text.h"
+#include "tokenizer/tokenizer.h"
+#include "util/file_id.h"
+
+namespace agentkv {
+
+namespace {
+
+constexpr const char* kNames[] = {"Amara", "Bruno", "Chen", "Dalia", "Emil", "Farah", "Goran", "Hana"};
+constexpr const char* kCities[] = {"Lisbon", "Oslo", "Quito", "Nairobi", "Hanoi", "Tbilisi", "Perth", "Lyon"};
+constexpr const char* kItems[] = {"bicycle", "violin", "telescope", "kayak", "camera", "piano", "tent", "drone"};
+
+struct Sample {
+  std::vector<int32_t> prompt1;
+  std::string question;
+};
+
+Sample make_sample(const Tokenizer& tok, std::mt19937_64& rng, int32_t doc_tokens) {
+  std::vector<std::string> facts;
+  std::vector<int32_t> who;
+  for (int i = 0; i < 4; ++i) {
+    const int32_t n = static_cast<int32_t>(task_uniform(rng, 0, 7));
+    who.push_back(n);
+    facts.push_back(std::string(" ") + kNames[n] + " lives in " + kCities[task_uniform(rng, 0, 7)] + " and bought a " +
+                    kItems[task_uniform(rng, 0, 7)] + " for " + std::to_string(task_uniform(rng, 20, 990)) +
+                    " dollars.");
+  }
+  Sample s;
+  s.prompt1 = task_chat_head(tok, "Summarize the facts in this document in a few sentences.");
+  const std::vector<int32_t> body = task_filler_with(tok, rng, doc_tokens, facts);
+  s.prompt1.insert(s.prompt1.end(), body.begin(), body.end());
+  const std::vector<int32_t> tail = task_chat_tail(tok, rng, "Summarize the facts above.", "Summary:", 0);
+  s.prompt1.insert(s.prompt1.end(), tail.begin(), tail.end());
+  s.question = std::string("Where does ") + kNames[who[0]] + " live, and what did " + kNames[who[0]] + " buy?";
+  return s;
+}
+
+// Runs requests concurrently; the generated tokens of each, or an error.
+Result<std::vector<std::vector<int32_t>>> run_all(ServingEngine& e, std::vector<ServeRequest> reqs) {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t done = 0;
+  std::vector<std::vector<int32_t>> out(reqs.size());
+  std::string error;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto id = e.submit(std::move(reqs[i]), [&, i](ServeEvent&& ev) {
+      std::lock_guard<std::mutex> lk(mu);
+      for (const SampleResult& s : ev.samples) out[i].push_back(s.id);
+      if (ev.finish == ServeFinish::kNone) return;
+      if (ev.finish == ServeFinish::kError && error.empty()) error = ev.error;
+      ++done;
+      cv.notify_all();
+    });
+    if (!id.is_ok()) {
+      std::lock_guard<std::mutex> lk(mu);
+      ++done;
+      if (error.empty()) error = id.status().message();
+    }
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return done == out.size(); });
+  if (!error.empty()) return make_error(ErrorCode::kInternal, error);
+  return out;
+}
+
+// 1 - mean over KV heads of cos(a_h, b_h).
+float deviation(const float* a, const float* b, int64_t kv_dim, int64_t head_dim) {
+  const int64_t heads = kv_dim / head_dim;
+  double sum = 0;
+  for (int64_t h = 0; h < heads; ++h) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t d = h * head_dim; d < (h + 1) * head_dim; ++d) {
+      ab += double{a[d]} * b[d], aa += double{a[d]} * a[d], bb += double{b[d]} * b[d];
+    }
+    sum += aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 1.0;
+  }
+  return static_cast<float>(1.0 - sum / static_cast<double>(heads));
+}
+
+}  // namespace
+
+Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
+  ServingOptions so;
+  so.model_path = o.model_path;
+  so.n_threads = o.n_threads;
+  so.kv_cache_mb = 1024;
+  so.max_batch_tokens = 16384;  // one chunk per prompt
+  so.relay_capture = "off";     // the probe needs no captures
+  AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
+  const Tokenizer& tok = eng->tokenizer();
+  AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(o.model_path));
+  std::mt19937_64 rng(o.seed);
+  std::vector<Sample> samples;
+  std::vector<ServeRequest> first;
+  for (int32_t i = 0; i < o.samples; ++i) {
+    samples.push_back(make_sample(tok, rng, o.doc_tokens));
+    ServeRequest r;
+    r.prompt = samples.back().prompt1;
+    r.max_tokens = o.gen_tokens;
+    r.sampling.temperature = 0;
+    first.push_back(std::move(r));
+  }
+  if (o.progress) o.progress("agent 1: " + std::to_string(o.samples) + " summaries of up to " +
+                             std::to_string(o.gen_tokens) + " tokens");
+  AKV_ASSIGN_OR_RETURN(auto summaries, run_all(*eng, std::move(first)));
+
+  int32_t n_layers = 0;
+  std::vector<DeviationSample> devs;
+  for (int32_t i = 0; i < o.samples; ++i) {
+    std::vector<int32_t> p2 = task_chat_head(tok, "Answer the question using only these notes.");
+    p2.insert(p2.end(), summaries[i].begin(), summaries[i].end());
+    const std::vector<int32_t> tail = task_chat_tail(tok, rng, samples[i].question, "Answer:", 0);
+    p2.insert(p2.end(), tail.begin(), tail.end());
+    std::map<int32_t, std::map<int32_t, float>> d;  // layer -> position -> deviation
+    ServeRequest r;
+    r.prompt = p2;
+    r.max_tokens = 1;
+    r.sampling.temperature = 0;
+    r.kv_sharing = "relay";
+    r.kv_sharing_params.l_start = 0;
+    r.kv_sharing_params.l_det = 0;
+    r.kv_sharing_params.l_end = eng->n_layers();
+    r.kv_sharing_params.dev_threshold = 0;
+    r.kv_sharing_params.influence_threshold = 0;
+    r.kv_probe = [&d, &n_layers](const ServeRequest::KvProbe& pr) {
+      n_layers = std::max(n_layers, pr.layer + 1);
+      for (int64_t j = 0; j < pr.n; ++j) {
+        d[pr.layer][pr.pos[j]] =
+            deviation(pr.v + j * pr.kv_dim, pr.cached_v + j * pr.kv_dim, pr.kv_dim, pr.head_dim);
+      }
+    };
+    std::vector<ServeRequest> one;
+    one.push_back(std::move(r));
+    AKV_RETURN_IF_ERROR(run_all(*eng, std::move(one)).status());
+    if (d.empty()) continue;  // the summary was not found (too short)
+    DeviationSample s(n_layers);
+    for (int32_t l = 0; l < n_layers; ++l) {
+      for (const auto& [pos, v] : d[l]) s[l].push_back(v);
+    }
+    devs.push_back(std::move(s));
+    if (o.progress) {
+      o.progress("agent 2: sample " + std::to_string(i + 1) + "/" + std::to_string(o.samples) + ", " +
+                 std::to_string(devs.back()[0].size()) + " reused tokens");
+    }
+  }
+  AKV_ASSIGN_OR_RETURN(RelayProfile p, compute_relay_profile(devs, o.rules));
+  p.model_id = model_id;
+  p.seed = o.seed;
+  return p;
+}
+
+}  // namespace agentkv
