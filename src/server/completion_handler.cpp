@@ -97,6 +97,8 @@ struct ChoiceState {
   int prompt_tokens = 0;
   int cached_tokens = 0;
   int reused_tokens = 0;
+  int64_t computed_token_layers = 0;
+  double reuse_rate = 0;
   int completion_tokens = 0;
   std::string kv_sharing;
 };
@@ -171,7 +173,11 @@ struct Job {
     ch.latency.on_event(te);
     if (e.prompt_tokens > 0) ch.prompt_tokens = e.prompt_tokens;
     if (e.cached_tokens > 0) ch.cached_tokens = e.cached_tokens;
-    if (e.reused_tokens > 0) ch.reused_tokens = e.reused_tokens;
+    if (e.reused_tokens > 0) {
+      ch.reused_tokens = e.reused_tokens;
+      ch.computed_token_layers = e.prefill_token_layers;
+      ch.reuse_rate = e.reuse_rate;
+    }
     if (!e.kv_sharing.empty()) ch.kv_sharing = e.kv_sharing;
     if (!e.prompt_logprobs.empty()) ch.prompt_logprobs = e.prompt_logprobs;
     if (e.finish != ServeFinish::kNone) {
@@ -203,6 +209,9 @@ struct Job {
         u.prompt_tokens += n_prompt;
         u.cached_tokens += ch.cached_tokens;
         u.reused_tokens += ch.reused_tokens;
+        u.computed_token_layers += ch.computed_token_layers;
+        // One rate for the response: the first prompt's (n > 1 shares its prefill).
+        if (c == 0) u.reuse_rate = ch.reuse_rate;
       }
       u.completion_tokens += ch.completion_tokens;
       if (ch.submitted) u.prefilled_tokens += n_prompt - ch.cached_tokens;

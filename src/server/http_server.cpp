@@ -428,6 +428,7 @@ void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingS
     metrics_.scheme_cached_tokens(scheme);
     metrics_.scheme_reused_tokens(scheme);
     metrics_.scheme_computed_token_layers(scheme);
+    metrics_.scheme_reused_token_layers(scheme);
   }
   for (const auto& [name, a] : st.per_model) {
     const std::string& model = name.empty() ? cfg_.model_name : name;
@@ -441,6 +442,9 @@ void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingS
   for (const auto& [scheme, n] : st.reused_tokens_by_scheme) sync_counter(metrics_.scheme_reused_tokens(scheme), n);
   for (const auto& [scheme, n] : st.computed_token_layers_by_scheme) {
     sync_counter(metrics_.scheme_computed_token_layers(scheme), n);
+  }
+  for (const auto& [scheme, n] : st.reused_token_layers_by_scheme) {
+    sync_counter(metrics_.scheme_reused_token_layers(scheme), n);
   }
 }
 

@@ -264,6 +264,13 @@ Counter& ServerMetrics::scheme_reused_tokens(const std::string& scheme) {
                            {{"scheme", scheme}});
 }
 
+Counter& ServerMetrics::scheme_reused_token_layers(const std::string& scheme) {
+  return registry_.counter("agentkv_scheme_reused_token_layers_total",
+                           "K/V entries (token x layer) of prefilled prompt positions copied from cached segments "
+                           "instead of computed, by KV-sharing scheme (the reuse rate's numerator).",
+                           {{"scheme", scheme}});
+}
+
 Counter& ServerMetrics::scheme_computed_token_layers(const std::string& scheme) {
   return registry_.counter("agentkv_scheme_computed_token_layers_total",
                            "K/V entries computed (token rows times layers), by KV-sharing scheme.",

@@ -116,6 +116,8 @@ struct ServerMetrics {
   Counter& scheme_reused_tokens(const std::string& scheme);  // agentkv_scheme_reused_tokens_total{scheme}
   // agentkv_scheme_computed_token_layers_total{scheme}: K/V entries computed (rows x layers)
   Counter& scheme_computed_token_layers(const std::string& scheme);
+  // agentkv_scheme_reused_token_layers_total{scheme}: K/V entries copied, not computed
+  Counter& scheme_reused_token_layers(const std::string& scheme);
   Histogram& queue_seconds;
   Histogram& prefill_seconds;
   Histogram& decode_seconds;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "server/openai_request.h"
 
 #include <cmath>
@@ -166,11 +167,16 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
   } else if (v->is_object()) {
     for (const auto& [key, val] : v->items()) {
       (void)val;
-      if (key != "scheme" && key != "ratio" && key != "recompute_tokens" && key != "check_layer" &&
-          key != "boundary_layer" && key != "overflow_blocks" && key != "tail_tokens" && key != "min_segment_tokens") {
+      static const char* const kKeys[] = {"scheme",          "ratio",         "recompute_tokens",   "check_layer",
+                                          "boundary_layer",  "overflow_blocks", "tail_tokens",      "min_segment_tokens",
+                                          "l_start",         "l_det",         "l_end",              "dev_threshold",
+                                          "influence_threshold", "suffix_tokens"};
+      if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
         return bad_request("kv_sharing." + key, "unknown kv_sharing parameter '" + key +
                                                     "' (expected scheme, ratio, recompute_tokens, check_layer, "
-                                                    "boundary_layer, overflow_blocks, tail_tokens, min_segment_tokens)");
+                                                    "boundary_layer, overflow_blocks, tail_tokens, min_segment_tokens, "
+                                                    "l_start, l_det, l_end, dev_threshold, influence_threshold, "
+                                                    "suffix_tokens)");
       }
     }
     const json* name = field(*v, "scheme");
@@ -178,16 +184,24 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
     if (!name->is_string()) return wrong_type("kv_sharing.scheme", "a string", *name);
     s.kv_sharing = name->get<std::string>();
     KvSharingParams& p = s.kv_sharing_params;
-    if (const json* r = field(*v, "ratio")) {
-      if (!r->is_number()) return wrong_type("kv_sharing.ratio", "a number", *r);
-      p.ratio = r->get<double>();
+    const std::pair<const char*, std::optional<double>*> reals[] = {
+        {"ratio", &p.ratio}, {"dev_threshold", &p.dev_threshold}, {"influence_threshold", &p.influence_threshold}};
+    for (const auto& [key, dst] : reals) {
+      const json* r = field(*v, key);
+      if (!r) continue;
+      if (!r->is_number()) return wrong_type(std::string("kv_sharing.") + key, "a number", *r);
+      *dst = r->get<double>();
     }
     const std::pair<const char*, std::optional<int32_t>*> ints[] = {{"recompute_tokens", &p.recompute_tokens},
                                                                     {"check_layer", &p.check_layer},
                                                                     {"boundary_layer", &p.boundary_layer},
                                                                     {"overflow_blocks", &p.overflow_blocks},
                                                                     {"tail_tokens", &p.tail_tokens},
-                                                                    {"min_segment_tokens", &p.min_segment_tokens}};
+                                                                    {"min_segment_tokens", &p.min_segment_tokens},
+                                                                    {"l_start", &p.l_start},
+                                                                    {"l_det", &p.l_det},
+                                                                    {"l_end", &p.l_end},
+                                                                    {"suffix_tokens", &p.suffix_tokens}};
     for (const auto& [key, dst] : ints) {
       const json* n = field(*v, key);
       if (!n) continue;

@@ -35,7 +35,11 @@ json usage_json(const Usage& u) {
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
   if (u.prefilled_tokens >= 0) out["prompt_tokens_details"]["prefilled_tokens"] = u.prefilled_tokens;
-  if (u.reused_tokens > 0) out["prompt_tokens_details"]["reused_tokens"] = u.reused_tokens;
+  if (u.reused_tokens > 0) {
+    out["prompt_tokens_details"]["reused_tokens"] = u.reused_tokens;
+    out["prompt_tokens_details"]["computed_token_layers"] = u.computed_token_layers;
+    out["prompt_tokens_details"]["reuse_rate"] = u.reuse_rate;
+  }
   if (!u.kv_sharing.empty()) out["kv_sharing"] = u.kv_sharing;
   return out;
 }

@@ -39,6 +39,11 @@ struct Usage {
   std::string kv_sharing = {};  // "usage.kv_sharing": the scheme applied to the request
   int prefilled_tokens = -1;  // "prompt_tokens_details.prefilled_tokens": prompt tokens the model
                               // computed over all choices (n > 1 shares one prefill)
+  // Segment reuse (with reused_tokens): "prompt_tokens_details.computed_token_layers",
+  // the K/V entries (token x layer) the prefill computed, and ".reuse_rate", the share
+  // of the prefilled positions' entries copied instead (ServeEvent::reuse_rate).
+  int64_t computed_token_layers = 0;
+  double reuse_rate = 0;
 };
 
 // What identifies a response; the same for every chunk of one stream.

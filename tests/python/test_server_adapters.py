@@ -215,6 +215,15 @@ def test_bad_kv_sharing_is_400(server, value):
     ({"scheme": "sparsex", "tail_tokens": "all"}, "kv_sharing.tail_tokens", "integer"),
     ({"scheme": "cacheblend", "overflow_blocks": 1}, None, "takes no 'overflow_blocks'"),
     ({"scheme": "sparsex", "check_layer": 2}, None, "takes no 'check_layer'"),
+    ({"scheme": "relay"}, None, "needs its layers l_start, l_det and l_end"),
+    ({"scheme": "relay", "l_start": 1, "l_det": 3, "l_end": 31}, None, "past the model's 30 layers"),
+    ({"scheme": "relay", "l_start": 4, "l_det": 2, "l_end": 12}, None, "l_start <= l_det < l_end"),
+    ({"scheme": "relay", "l_start": "1", "l_det": 3, "l_end": 12}, "kv_sharing.l_start", "integer"),
+    ({"scheme": "relay", "l_start": 1, "l_det": 3, "l_end": 12, "dev_threshold": -1}, None,
+     "dev_threshold must be a number >= 0"),
+    ({"scheme": "relay", "l_start": 1, "l_det": 3, "l_end": 12, "influence_threshold": "x"},
+     "kv_sharing.influence_threshold", "number"),
+    ({"scheme": "cacheblend", "suffix_tokens": 4}, None, "takes no 'suffix_tokens'"),
 ])
 def test_bad_segment_reuse_parameters_are_400_and_the_server_goes_on(server, client, value, param, words):
     status, data = server.post_json("/v1/completions", {"prompt": "x", "max_tokens": 1, "kv_sharing": value},
@@ -232,16 +241,22 @@ def test_segment_reuse_reports_reused_tokens(server, client):
     client.completions.create(model=BASE, prompt="Notes. " + doc, max_tokens=1, temperature=0)
     for scheme in ({"scheme": "naive"}, {"scheme": "epic", "recompute_tokens": 8},
                    {"scheme": "cacheblend", "ratio": 0.2},
-                   {"scheme": "sparsex", "ratio": 0.2, "boundary_layer": 3, "overflow_blocks": 1, "tail_tokens": 16}):
+                   {"scheme": "sparsex", "ratio": 0.2, "boundary_layer": 3, "overflow_blocks": 1, "tail_tokens": 16},
+                   {"scheme": "relay", "l_start": 1, "l_det": 3, "l_end": 12}):
         r = client.completions.create(model=BASE, prompt="A different start, then: " + doc + " Which river flows north?",
                                       max_tokens=2, temperature=0, extra_body={"kv_sharing": scheme})
         details = r.usage.model_dump()["prompt_tokens_details"]
         assert details.get("reused_tokens", 0) >= 64, (scheme, details)
+        # The reuse rate: K/V entries copied over those of the prefilled positions.
+        n, L = r.usage.prompt_tokens - details["cached_tokens"], 30
+        assert details["reuse_rate"] == pytest.approx(1 - details["computed_token_layers"] / (n * L)), details
+        assert 0 < details["reuse_rate"] < 1, (scheme, details)
         assert applied(r.usage) == scheme["scheme"]
     m = server.metrics()
-    for name in ("naive", "epic", "cacheblend", "sparsex"):
+    for name in ("naive", "epic", "cacheblend", "sparsex", "relay"):
         assert metric(m, "agentkv_scheme_reused_tokens_total", scheme=name) >= 64, name
         assert metric(m, "agentkv_scheme_computed_token_layers_total", scheme=name) > 0, name
+        assert metric(m, "agentkv_scheme_reused_token_layers_total", scheme=name) > 0, name
 
 
 # -- /v1/models ------------------------------------------------------------------------
