@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -72,20 +73,6 @@ Result<std::vector<std::vector<int32_t>>> run_all(ServingEngine& e, std::vector<
   return out;
 }
 
-// 1 - mean over KV heads of cos(a_h, b_h).
-float deviation(const float* a, const float* b, int64_t kv_dim, int64_t head_dim) {
-  const int64_t heads = kv_dim / head_dim;
-  double sum = 0;
-  for (int64_t h = 0; h < heads; ++h) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int64_t d = h * head_dim; d < (h + 1) * head_dim; ++d) {
-      ab += double{a[d]} * b[d], aa += double{a[d]} * a[d], bb += double{b[d]} * b[d];
-    }
-    sum += aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 1.0;
-  }
-  return static_cast<float>(1.0 - sum / static_cast<double>(heads));
-}
-
 }  // namespace
 
 Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
@@ -135,7 +122,7 @@ Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
       n_layers = std::max(n_layers, pr.layer + 1);
       for (int64_t j = 0; j < pr.n; ++j) {
         d[pr.layer][pr.pos[j]] =
-            deviation(pr.v + j * pr.kv_dim, pr.cached_v + j * pr.kv_dim, pr.kv_dim, pr.head_dim);
+            value_deviation(pr.v + j * pr.kv_dim, pr.cached_v + j * pr.kv_dim, pr.kv_dim, pr.head_dim);
       }
     };
     std::vector<ServeRequest> one;
@@ -154,6 +141,7 @@ Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
   }
   AKV_ASSIGN_OR_RETURN(RelayProfile p, compute_relay_profile(devs, o.rules));
   p.model_id = model_id;
+  p.model_name = std::filesystem::path(o.model_path).stem().string();
   p.seed = o.seed;
   return p;
 }

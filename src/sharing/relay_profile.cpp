@@ -34,6 +34,21 @@ double nan() { return std::numeric_limits<double>::quiet_NaN(); }
 
 }  // namespace
 
+float value_deviation(const float* a, const float* b, int64_t kv_dim, int64_t head_dim) {
+  const int64_t n_heads = kv_dim / head_dim;
+  double sum = 0;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t d = h * head_dim; d < (h + 1) * head_dim; ++d) {
+      ab += double{a[d]} * b[d];
+      aa += double{a[d]} * a[d];
+      bb += double{b[d]} * b[d];
+    }
+    sum += aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 1.0;
+  }
+  return static_cast<float>(1.0 - sum / static_cast<double>(n_heads));
+}
+
 double spearman(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size() || a.size() < 2) return nan();
   const std::vector<double> ra = ranks(a), rb = ranks(b);

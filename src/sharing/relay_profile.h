@@ -39,6 +39,11 @@ struct RelayProfile {
   uint64_t seed = 0;
 };
 
+// The token deviation both the profiler and the relay scheme use: 1 - the
+// mean over KV heads of cos(a_h, b_h) for one token's V ([kv_dim], heads of
+// head_dim); a zero vector counts as no deviation.
+float value_deviation(const float* a, const float* b, int64_t kv_dim, int64_t head_dim);
+
 // Spearman rank correlation (average ranks for ties); NaN when either side
 // is constant or shorter than 2.
 double spearman(const std::vector<float>& a, const std::vector<float>& b);

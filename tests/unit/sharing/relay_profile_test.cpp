@@ -11,6 +11,17 @@
 namespace agentkv {
 namespace {
 
+TEST(RelayProfile, ValueDeviationIsOneMinusTheMeanHeadCosine) {
+  const float a[4] = {1, 0, 0, 2}, same[4] = {2, 0, 0, 5}, mixed[4] = {0, 3, 0, -1};
+  EXPECT_NEAR(value_deviation(a, same, 4, 2), 0.0f, 1e-7);
+  // Head 0 orthogonal (cos 0), head 1 opposite (cos -1): 1 - (0 - 1) / 2.
+  EXPECT_NEAR(value_deviation(a, mixed, 4, 2), 1.5f, 1e-7);
+  // One head of 4: cos = (0 + 0 + 0 - 2) / (sqrt(5) sqrt(10)).
+  EXPECT_NEAR(value_deviation(a, mixed, 4, 4), 1.0 + 2.0 / std::sqrt(50.0), 1e-6);
+  const float zero[4] = {0, 0, 0, 0};
+  EXPECT_EQ(value_deviation(a, zero, 4, 2), 0.0f);
+}
+
 TEST(RelayProfile, SpearmanMatchesHandComputation) {
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
   EXPECT_DOUBLE_EQ(spearman({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
