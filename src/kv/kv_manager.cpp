@@ -116,7 +116,8 @@ Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlo
   return Status::ok();
 }
 
-void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys) {
+void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys,
+                                   int32_t segment_from) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;
   Request& req = it->second;
@@ -156,7 +157,7 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
     // A frozen block keeps its entry: the same tokens elsewhere do not take it.
     const uint64_t seg_hash = hash_(kRootHash, key.tokens, key.extra);
     const SegmentEntry* owner = segments_.find(seg_hash);
-    if (owner == nullptr || owner->block.id == canonical.id || !frozen_.pins(owner->block.id)) {
+    if (i >= segment_from && (owner == nullptr || owner->block.id == canonical.id || !frozen_.pins(owner->block.id))) {
       segments_.add(canonical, seg_hash, i * block_size_, pool_.is_current(key.parent) ? key.parent : BlockRef{});
     }
     req.last_canonical = canonical;
@@ -176,7 +177,7 @@ std::vector<SegmentHit> KvManager::find_segments(std::span<const int32_t> tokens
   approx.approximate = true;
   const std::string approx_extra = approx.serialize();
   const std::vector<SegmentHit> more =
-      match_segments(segments_, pool_, hash_, block_size_, {tokens, from, approx_extra, min_tokens});
+      match_segments(segments_, pool_, hash_, block_size_, {tokens, from, approx_extra, min_tokens, true});
   if (more.empty()) return hits;
   std::vector<SegmentHit> out;
   out.reserve(hits.size() + more.size());

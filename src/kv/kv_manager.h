@@ -92,8 +92,10 @@ class KvManager {
   // registered, under `keys`. Call again with other keys to change lineage
   // from the next block on. A block whose content is already cached in
   // another block is not registered twice. Each block (or the block that
-  // already held its content) also enters the segment index.
-  void commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys);
+  // already held its content) from block `segment_from` on also enters the
+  // segment index.
+  void commit_full_blocks(RequestId id, std::span<const int32_t> tokens, const ExtraKeys& keys,
+                          int32_t segment_from = 0);
 
   // Cached runs of `tokens` under `keys` at any token offset in
   // [from, tokens.size() - 1), from is where the exact prefix hit ends: see

@@ -51,6 +51,8 @@ class SegmentIndex {
   // {-1, 0} if none. May be stale: the caller verifies it.
   BlockRef next_of(int32_t block) const { return next_[block]; }
 
+  // Whether the block has an entry of its own.
+  bool has(int32_t block) const { return entries_[block].has_value(); }
   // Entries (at most n_blocks).
   int32_t size() const { return static_cast<int32_t>(by_hash_.size()); }
 

@@ -58,6 +58,7 @@ class Matcher {
     if (r.id < 0 || !pool_.is_current(r)) return nullptr;
     const BlockKey* k = pool_.index().key_of(r.id);
     if (k == nullptr || k->extra != q_.extra || static_cast<int32_t>(k->tokens.size()) != bs_) return nullptr;
+    if (q_.indexed_only && !index_.has(r.id)) return nullptr;
     return k;
   }
 

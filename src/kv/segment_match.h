@@ -48,6 +48,10 @@ struct SegmentQuery {
   int32_t from = 0;                 // search [from, tokens.size() - 1): the exact prefix hit ends at from
   std::string_view extra;           // ExtraKeys::serialize() of the request
   int32_t min_tokens = 0;           // shorter contiguous groups are dropped
+  // Every block used, extensions and successors included, must have a
+  // segment-index entry of its own (approximate blocks: those holding
+  // copied K/V are committed without one and must not serve).
+  bool indexed_only = false;
 };
 
 // Hits sorted by dst_pos, non-overlapping, inside [from, tokens.size() - 1):

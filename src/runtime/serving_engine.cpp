@@ -632,7 +632,10 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     l.hits = kv_->find_segments(std::span<const int32_t>(r->tokens.data(), n_prompt), s.begin, r->keys, l.min_segment);
     for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
     // K/V from the first reused token on is approximate: never indexed.
-    if (!l.hits.empty()) r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
+    if (!l.hits.empty()) {
+      r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
+      r->approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
+    }
   }
   const int32_t b = s.begin, e = std::min(s.begin + s.n, n_prompt);
   StepSeq q;

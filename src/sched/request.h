@@ -39,10 +39,17 @@ struct SchedRequest {
   // one_per_step_from); the chunk before ends there. -1: chunks as the budget allows.
   int32_t one_per_step_from = -1;
   int32_t n_preemptions = 0;
-  // Tokens whose K/V is exact and may be indexed for reuse by others; the
-  // blocks past it are never committed. A scheme that copies approximate K/V
-  // into the sequence (segment reuse) lowers it to the first reused token.
+  // Tokens whose K/V is exact and may be indexed for prefix reuse by others.
+  // A scheme that copies approximate K/V into the sequence (segment reuse)
+  // lowers it to the first reused token; the blocks past it are committed
+  // with keys.approximate set, so only segment-reuse requests find them
+  // (a relay chain reuses the previous agent's output that way), and enter
+  // the segment index only from approx_index_from on.
   int32_t commit_limit = std::numeric_limits<int32_t>::max();
+  // Approximate blocks enter the segment index only from this position on
+  // (rounded up to a block): blocks holding K/V copied from a segment stay
+  // out, so a deleted or evicted segment is not served again from a copy.
+  int32_t approx_index_from = 0;
 };
 
 }  // namespace agentkv

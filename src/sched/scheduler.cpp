@@ -126,7 +126,9 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
       if (r->n_computed > r->commit_limit) {
         ExtraKeys approx = r->keys;
         approx.approximate = true;
-        kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), approx);
+        const int32_t bs = kv_->block_size();
+        kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), approx,
+                                (r->approx_index_from + bs - 1) / bs);
       }
     }
   }

@@ -262,6 +262,26 @@ TEST(KvManager, ApproximateBlocksServeSegmentReuseOnly) {
   EXPECT_EQ(covered, 8);
 }
 
+TEST(KvManager, BlocksBeforeSegmentFromStayOutOfTheSegmentIndex) {
+  // Blocks holding copied K/V are committed (the chain goes on) but are not
+  // found by segment lookup; the blocks after them are.
+  KvManager kv(32, kBs);
+  const std::vector<int32_t> p = iota_tokens(12);
+  ExtraKeys approx{};
+  approx.approximate = true;
+  ASSERT_TRUE(kv.allocate_slots(1, 12).is_ok());
+  kv.commit_full_blocks(1, p, approx, /*segment_from=*/2);
+  std::vector<int32_t> q = iota_tokens(5, 900);
+  q.insert(q.end(), p.begin(), p.end());
+  q.push_back(7);
+  int32_t covered = 0;
+  for (const SegmentHit& h : kv.find_segments(q, 0, ExtraKeys{}, 0)) {
+    covered += h.n;
+    EXPECT_GE(h.src_pos, 8) << "block " << h.src_pos / kBs << " holds copies";
+  }
+  EXPECT_EQ(covered, 4);
+}
+
 TEST(KvManager, DuplicateContentIsIndexedOnce) {
   KvManager kv(16, kBs);
   std::vector<int32_t> p = iota_tokens(9);
