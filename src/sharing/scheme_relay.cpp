@@ -16,7 +16,10 @@
 // which only computes more.
 // Choices of ours, where the paper is silent:
 //   - the means are over the reused tokens of the scheduled chunk (the
-//     paper prefills in one pass);
+//     paper prefills in one pass); the influence mean only over those with
+//     a score: tokens that were generated (the paper reuses nothing else,
+//     we also reuse prompt-phase K/V, which has no influence score and is
+//     selected by deviation and suffix only);
 //   - the suffix is per reused run: each relayed segment ends somewhere;
 //   - cosines are per KV head (the paper's "1/H sum over heads").
 // Exact limit: l_start = 0, l_end = L and both thresholds 0 select every
@@ -40,7 +43,7 @@ class RelayPlanner final : public ReusePlanner {
     if (c_.l_start >= c_.l_end) return;  // an empty band: direct reuse
     std::vector<uint8_t> selected(c.n, 0);  // influence and suffix tokens, known before the hook
     double inf_sum = 0;
-    int32_t n_reused = 0;
+    int32_t n_reused = 0, n_scored = 0;  // reused, and reused with an influence score
     int32_t to_run_end = 0;  // reused positions after this one in its run (within the chunk)
     for (int32_t i = c.n - 1; i >= 0; --i) {
       if (!c.reused[i]) continue;
@@ -48,7 +51,7 @@ class RelayPlanner final : public ReusePlanner {
       const bool run_goes_on = i + 1 < c.n ? c.reused[i + 1] != 0 : c.reused_after;
       to_run_end = !run_goes_on ? 0 : i + 1 < c.n ? to_run_end + 1 : c_.suffix_tokens;
       if (to_run_end < c_.suffix_tokens) selected[i] = 1;
-      if (!c.influence.empty()) inf_sum += c.influence[i];
+      if (!c.influence.empty() && c.influence[i] > 0) inf_sum += c.influence[i], ++n_scored;
     }
     if (n_reused == 0) return;
     for (int32_t i = 0; i < c.n; ++i) {
@@ -57,7 +60,7 @@ class RelayPlanner final : public ReusePlanner {
       rows->push_back(ReuseRow{c.begin + i, resume ? c_.l_start : 0, c_.l_end});
       // tau_inf 0 selects every token, captured influence or not.
       const float inf = c.influence.empty() ? 0.0f : c.influence[i];
-      if (c_.influence_threshold <= 0 || (inf_sum > 0 && inf >= c_.influence_threshold * inf_sum / n_reused)) {
+      if (c_.influence_threshold <= 0 || (inf > 0 && inf >= c_.influence_threshold * inf_sum / n_scored)) {
         selected[i] = 1;
       }
     }

@@ -126,6 +126,22 @@ TEST(RelayPlanner, SelectsByDeviationInfluenceAndTheSuffixOfEachRun) {
   EXPECT_EQ(kept(hooks[0], pos, dev), (std::vector<int32_t>{0, 1, 4, 8, 9, 10, 11, 14, 18, 19, 20, 21}));
 }
 
+TEST(RelayPlanner, TheInfluenceMeanIsOverTokensWithAScore) {
+  // 2..9 were generated upstream (scored 1.0, 3 scores 1.6); 12..19 are
+  // prompt-phase K/V (no score). The mean is 1.075, so only 3 passes 1.45x;
+  // over all 16 reused tokens it would be 0.54 and select all of 2..9.
+  Chunk c = chunk(0, 22, {{2, 10}, {12, 20}});
+  for (int32_t p = 2; p < 10; ++p) c.influence[p] = 1.0f;
+  c.influence[3] = 1.6f;
+  std::vector<ReuseRow> rows;
+  std::vector<ReuseHook> hooks;
+  make_relay_planner(config(1, 3, 20, 1e6, 1.45, 0))->plan_chunk(c.view(0, 1), &rows, &hooks);
+  ASSERT_EQ(hooks.size(), 1u);
+  std::vector<int32_t> pos;
+  for (int32_t p = 0; p < 22; ++p) pos.push_back(p);
+  EXPECT_EQ(kept(hooks[0], pos, std::vector<float>(22, 0.1f)), (std::vector<int32_t>{0, 1, 3, 10, 11, 20, 21}));
+}
+
 TEST(RelayPlanner, ARunGoingOnPastTheChunkHasNoSuffixHere) {
   Chunk c = chunk(0, 10, {{4, 10}});
   c.reused_after = true;
