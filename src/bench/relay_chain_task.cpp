@@ -51,13 +51,6 @@ const std::vector<std::string>& relay_task_cities() {
   return w;
 }
 
-const std::vector<std::string>& relay_task_jobs() {
-  static const std::vector<std::string> w = {"baker",   "pilot",   "nurse",   "farmer",  "teacher", "painter",
-                                             "dentist", "butcher", "plumber", "chemist", "lawyer",  "tailor",
-                                             "sailor",  "miner",   "jeweler", "florist", "barber",  "writer"};
-  return w;
-}
-
 std::vector<RelayTask> make_relay_tasks(const RelayTaskOptions& o, int32_t n) {
   const size_t k = static_cast<size_t>(std::clamp(o.records, 2, kRelayTaskMaxRecords));
   std::vector<RelayTask> tasks;
@@ -68,10 +61,9 @@ std::vector<RelayTask> make_relay_tasks(const RelayTaskOptions& o, int32_t n) {
     RelayTask t;
     const auto names = pick(relay_task_names(), k, rng);
     const auto cities = pick(relay_task_cities(), k, rng);
-    const auto jobs = pick(relay_task_jobs(), k, rng);
     t.document = "Records:\n";
     for (size_t r = 0; r < k; ++r) {
-      t.records.push_back({names[r], cities[r], jobs[r]});
+      t.records.push_back({names[r], cities[r]});
       t.document += "- The home city of " + names[r] + " is " + cities[r] + ".\n";
     }
     t.target = static_cast<int32_t>(rng() % k);

@@ -1,11 +1,12 @@
 // The accuracy task of `agentkv bench-relay --workload accuracy-chain`: a
 // three-agent chain over a seeded list of records (RelayCaching's chains,
 // SCHEMES.md §3.6, at a size SmolLM2-135M can solve). Each record is one
-// line, "Maria lives in Paris and works as a baker."; the question asks for
-// the city of the one person with a given job. The Extractor copies the
-// record of that job, the Reasoner names the person and the city, and the
-// Answerer states "Answer: <city>". Text only (no tokenizer, no model): a
-// pure function of the seed, so a seed fixes every instance.
+// line, "- The home city of Maria is Paris."; the question asks for one
+// person's city. The Extractor copies that person's record, the Reasoner
+// says the city, and the Answerer states "Answer: <city>". Text only (no
+// tokenizer, no model): a pure function of the seed, so a seed fixes every
+// instance. The record format and the default of 3 records were calibrated
+// with full prefill only (docs/usage.md, "bench-relay").
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ struct RelayTaskOptions {
 inline constexpr int32_t kRelayTaskMaxRecords = 16;
 
 struct RelayRecord {
-  std::string name, city, job;
+  std::string name, city;
 };
 
 // One agent's own text: the role header it starts with (its system message),
@@ -35,10 +36,10 @@ struct RelayAgentText {
 };
 
 struct RelayTask {
-  std::vector<RelayRecord> records;  // in document order; names, cities and jobs distinct
+  std::vector<RelayRecord> records;  // in document order; names and cities distinct
   int32_t target = 0;                // the record asked about
   std::string document;              // "Records:\n" and one line per record
-  std::string question;              // "Question: In which city does the <job> live?"
+  std::string question;              // "Question: In which city does <name> live?"
   std::string answer;                // records[target].city
   std::vector<std::string> distractors;  // the other records' cities
   std::vector<RelayAgentText> agents;    // Extractor, Reasoner, Answerer
@@ -54,6 +55,5 @@ bool relay_answer_correct(const std::string& output, const RelayTask& t);
 // The word lists: distinct, and none a substring of another (ignoring case).
 const std::vector<std::string>& relay_task_names();
 const std::vector<std::string>& relay_task_cities();
-const std::vector<std::string>& relay_task_jobs();
 
 }  // namespace agentkv
