@@ -64,7 +64,9 @@ struct ChainCell {
 struct ChainReport {
   int32_t n_layers = 0;
   std::vector<ChainCell> cells;  // by point, then scheme in the given order
-  // Every measured run: runs[rep][scheme][point index] (the measured agent).
+  // Every measured run: runs[i][scheme][j], i over the repetitions
+  // (context-scaling: over outputs x repetitions, C-major), j over the
+  // measured agents (ttft-chain: agents 2..n; context-scaling: agent 3).
   std::vector<std::vector<std::vector<ChainAgentRun>>> runs;
 };
 
