@@ -39,8 +39,8 @@ Result<InstanceResult> run_instance(const AccuracyChainOptions& a, RelayEngine& 
   for (size_t i = 0; i < t.agents.size(); ++i) {
     const RelayAgentText& ag = t.agents[i];
     ServeRequest req = chain_request(b.build(ag.role, body, up, ag.suffix), scheme, salt, a.gen_tokens);
-    AKV_ASSIGN_OR_RETURN(ChainAgentRun run,
-                         chain_run_agent(*re.engine, std::move(req), static_cast<int32_t>(i + 1), re.n_layers));
+    AKV_ASSIGN_OR_RETURN(ChainAgentRun run, chain_run_agent(*re.engine, std::move(req),
+                                                            static_cast<int32_t>(i + 1), re.n_layers));
     up.push_back({ag.label, run.tokens});
     res.runs.push_back(std::move(run));
   }
@@ -85,8 +85,8 @@ Result<AccuracyReport> run_accuracy_chain(const RelayBenchOptions& o, const Accu
       }
       std::lock_guard<std::mutex> lk(mu);
       ++done;
-      std::string line = "accuracy-chain " + std::to_string(done) + "/" + std::to_string(tasks.size()) + " (#" +
-                         std::to_string(i) + ", answer " + tasks[i].answer + "):";
+      std::string line = "accuracy-chain " + std::to_string(done) + "/" + std::to_string(tasks.size()) +
+                         " (#" + std::to_string(i) + ", answer " + tasks[i].answer + "):";
       for (size_t k = 0; k < n_schemes; ++k) {
         correct_so_far[k] += results[i][k].correct;
         line += " " + o.schemes[k].label + " " + (results[i][k].correct ? "ok" : "no") + " (" +

@@ -2,10 +2,11 @@
 // context-scaling (Fig. 8). Both run chains whose agents emit a forced number
 // of tokens (ignore_eos) and measure the TTFT of the downstream agents; the
 // last agent emits one token, since only its TTFT is measured.
+#include "bench/relay_chain.h"
+
 #include <algorithm>
 #include <cstdio>
 
-#include "bench/relay_chain.h"
 #include "bench/relay_chain_engine.h"
 #include "bench/relay_chain_prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -59,8 +60,9 @@ Result<int64_t> check_fits(const ChainPromptBuilder& b, const ChainShape& c, int
 // agents from `first_measured` (0-based) on.
 Result<std::vector<ChainAgentRun>> run_chain(const RelayBenchOptions& o, RelayEngine& re,
                                              const ChainPromptBuilder& b, const ChainShape& c,
-                                             const SchemeSpec& scheme, const std::string& salt, float temperature,
-                                             uint64_t sample_seed, size_t first_measured, const std::string& what) {
+                                             const SchemeSpec& scheme, const std::string& salt,
+                                             float temperature, uint64_t sample_seed, size_t first_measured,
+                                             const std::string& what) {
   std::vector<ChainUpstream> up;
   std::vector<ChainAgentRun> measured;
   for (size_t a = 0; a < c.gens.size(); ++a) {
@@ -76,8 +78,9 @@ Result<std::vector<ChainAgentRun>> run_chain(const RelayBenchOptions& o, RelayEn
     }
     if (o.progress) {
       char line[256];
-      std::snprintf(line, sizeof line, "%s agent %d/%zu: %d prompt tokens, TTFT %.3f s, reused %d, reuse %.1f%%",
-                    what.c_str(), agent, c.gens.size(), run.prompt_tokens, run.ttft_s, run.reused_tokens,
+      std::snprintf(line, sizeof line,
+                    "%s agent %d/%zu: %d prompt tokens, TTFT %.3f s, reused %d, reuse %.1f%%", what.c_str(),
+                    agent, c.gens.size(), run.prompt_tokens, run.ttft_s, run.reused_tokens,
                     100 * run.reuse_rate);
       o.progress(line);
     }
@@ -155,12 +158,12 @@ Result<ChainReport> run_ttft_chain(const RelayBenchOptions& o, const TtftChainOp
   ChainReport rep;
   rep.n_layers = re.n_layers;
   for (int32_t r = 0; r < t.reps; ++r) {
-    AKV_ASSIGN_OR_RETURN(c.body,
-                         first_body(re.engine->tokenizer(), b, o.seed + static_cast<uint64_t>(r), t.first_prompt_tokens));
+    AKV_ASSIGN_OR_RETURN(c.body, first_body(re.engine->tokenizer(), b, o.seed + static_cast<uint64_t>(r),
+                                            t.first_prompt_tokens));
     rep.runs.emplace_back();
     for (size_t k = 0; k < o.schemes.size(); ++k) {
-      const std::string what = "ttft-chain rep " + std::to_string(r + 1) + "/" + std::to_string(t.reps) + " " +
-                               o.schemes[k].label;
+      const std::string what =
+          "ttft-chain rep " + std::to_string(r + 1) + "/" + std::to_string(t.reps) + " " + o.schemes[k].label;
       const std::string salt = "relay-chain/" + std::to_string(r) + "/" + std::to_string(k);
       AKV_ASSIGN_OR_RETURN(auto runs, run_chain(o, re, b, c, o.schemes[k], salt, t.temperature,
                                                 o.seed * 1000003 + static_cast<uint64_t>(r) * 100, 1, what));
@@ -174,7 +177,8 @@ Result<ChainReport> run_ttft_chain(const RelayBenchOptions& o, const TtftChainOp
 Result<ChainReport> run_context_scaling(const RelayBenchOptions& o, const ContextScalingOptions& cs) {
   if (cs.outputs.empty()) return make_error(ErrorCode::kInvalidArgument, "--outputs: no length given");
   for (int32_t out : cs.outputs) {
-    if (out < 2 || out % 2) return make_error(ErrorCode::kInvalidArgument, "--outputs: ", out, " is not even and >= 2");
+    if (out < 2 || out % 2)
+      return make_error(ErrorCode::kInvalidArgument, "--outputs: ", out, " is not even and >= 2");
   }
   AKV_ASSIGN_OR_RETURN(RelayEngine probe, relay_engine_create(o, 4096));
   const ChainPromptBuilder b0(probe.engine->tokenizer());
@@ -201,12 +205,14 @@ Result<ChainReport> run_context_scaling(const RelayBenchOptions& o, const Contex
                                               cs.first_prompt_tokens));
       rep.runs.emplace_back();
       for (size_t k = 0; k < o.schemes.size(); ++k) {
-        const std::string what = "context-scaling C=" + std::to_string(out) + " rep " + std::to_string(r + 1) +
-                                 "/" + std::to_string(cs.reps) + " " + o.schemes[k].label;
-        const std::string salt = "relay-scaling/" + std::to_string(out) + "/" + std::to_string(r) + "/" +
-                                 std::to_string(k);
-        AKV_ASSIGN_OR_RETURN(auto runs, run_chain(o, re, b, c, o.schemes[k], salt, cs.temperature,
-                                                  o.seed * 1000003 + static_cast<uint64_t>(r) * 100, 2, what));
+        const std::string what = "context-scaling C=" + std::to_string(out) + " rep " +
+                                 std::to_string(r + 1) + "/" + std::to_string(cs.reps) + " " +
+                                 o.schemes[k].label;
+        const std::string salt =
+            "relay-scaling/" + std::to_string(out) + "/" + std::to_string(r) + "/" + std::to_string(k);
+        AKV_ASSIGN_OR_RETURN(auto runs,
+                             run_chain(o, re, b, c, o.schemes[k], salt, cs.temperature,
+                                       o.seed * 1000003 + static_cast<uint64_t>(r) * 100, 2, what));
         rep.runs.back().push_back(std::move(runs));
       }
     }

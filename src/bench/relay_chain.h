@@ -28,37 +28,37 @@ struct RelayBenchOptions {
   std::string model_path;
   int n_threads = 2;
   int32_t block_size = 16;
-  int64_t kv_cache_mb = 0;            // 0: enough for the workload (relay_bench_kv_tokens)
-  int32_t max_batch_tokens = 16384;   // one chunk per prompt: a scheme selects over the whole prompt
-  std::vector<SchemeSpec> schemes;    // must hold "none"
+  int64_t kv_cache_mb = 0;           // 0: enough for the workload (relay_bench_kv_tokens)
+  int32_t max_batch_tokens = 16384;  // one chunk per prompt: a scheme selects over the whole prompt
+  std::vector<SchemeSpec> schemes;   // must hold "none"
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;
 };
 
 // One agent's request, as the engine reported it.
 struct ChainAgentRun {
-  int32_t agent = 0;             // 1-based
+  int32_t agent = 0;  // 1-based
   int32_t prompt_tokens = 0;
-  int32_t cached_tokens = 0;     // exact prefix hit
-  int32_t reused_tokens = 0;     // copied from cached segments
+  int32_t cached_tokens = 0;  // exact prefix hit
+  int32_t reused_tokens = 0;  // copied from cached segments
   int64_t prefill_token_layers = 0;
   int32_t completion_tokens = 0;
   double ttft_s = 0;
-  double reuse_rate = 0;         // 1 - prefill_token_layers / (prompt_tokens x n_layers)
-  std::vector<int32_t> tokens;   // generated ids
+  double reuse_rate = 0;        // 1 - prefill_token_layers / (prompt_tokens x n_layers)
+  std::vector<int32_t> tokens;  // generated ids
   std::string text;
 };
 
 // A scheme's median over repetitions at one point (agent, or output length).
 struct ChainCell {
   std::string label;
-  int32_t point = 0;             // ttft-chain: agent (2..n); context-scaling: C
-  int32_t prompt_tokens = 0;     // median
-  double ttft_s = 0;             // median
-  double speedup = 0;            // median TTFT of none / this median
-  double reused_tokens = 0;      // median
-  double reuse_rate = 0;         // median
-  double cached_tokens = 0;      // median
+  int32_t point = 0;          // ttft-chain: agent (2..n); context-scaling: C
+  int32_t prompt_tokens = 0;  // median
+  double ttft_s = 0;          // median
+  double speedup = 0;         // median TTFT of none / this median
+  double reused_tokens = 0;   // median
+  double reuse_rate = 0;      // median
+  double cached_tokens = 0;   // median
 };
 
 struct ChainReport {
@@ -75,7 +75,7 @@ struct TtftChainOptions {
   int32_t first_prompt_tokens = 512;
   int32_t gen_tokens = 1024;
   int32_t reps = 3;
-  float temperature = 0.8f;      // sampled (seeded alike for every scheme), so long outputs do not loop
+  float temperature = 0.8f;  // sampled (seeded alike for every scheme), so long outputs do not loop
 };
 
 Result<ChainReport> run_ttft_chain(const RelayBenchOptions& o, const TtftChainOptions& t);
@@ -91,20 +91,20 @@ Result<ChainReport> run_context_scaling(const RelayBenchOptions& o, const Contex
 
 struct AccuracyChainOptions {
   int32_t instances = 50;
-  int32_t concurrency = 8;       // instances in flight (the engine batches their requests)
-  int32_t gen_tokens = 64;       // per agent, greedy, stops at end of generation
+  int32_t concurrency = 8;  // instances in flight (the engine batches their requests)
+  int32_t gen_tokens = 64;  // per agent, greedy, stops at end of generation
   RelayTaskOptions task;
-  bool show_outputs = false;     // every agent's output on the progress stream
+  bool show_outputs = false;  // every agent's output on the progress stream
 };
 
 struct AccuracyRow {
   std::string label;
   int32_t correct = 0, instances = 0;
   double accuracy = 0;
-  double reuse_rate = 0;         // pooled over agents 2 and 3 of every instance
-  double reused_tokens = 0;      // mean per downstream agent
-  double cached_tokens = 0;      // mean per downstream agent
-  double agree_with_none = 0;    // share of instances whose final output equals none's
+  double reuse_rate = 0;       // pooled over agents 2 and 3 of every instance
+  double reused_tokens = 0;    // mean per downstream agent
+  double cached_tokens = 0;    // mean per downstream agent
+  double agree_with_none = 0;  // share of instances whose final output equals none's
 };
 
 struct AccuracyReport {

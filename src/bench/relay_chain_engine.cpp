@@ -14,7 +14,8 @@ Result<RelayEngine> relay_engine_create(const RelayBenchOptions& o, int64_t kv_t
   bool has_none = false;
   for (const SchemeSpec& s : o.schemes) has_none = has_none || s.label == "none";
   if (!has_none) {
-    return make_error(ErrorCode::kInvalidArgument, "--schemes must include 'none' (the full-prefill reference)");
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--schemes must include 'none' (the full-prefill reference)");
   }
   AKV_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(o.model_path));
   AKV_ASSIGN_OR_RETURN(ModelSpec spec, model_spec_from_gguf(f));

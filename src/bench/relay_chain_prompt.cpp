@@ -7,10 +7,12 @@
 namespace agentkv {
 
 ChainPromptBuilder::ChainPromptBuilder(const Tokenizer& tok)
-    : tok_(tok), chat_(tok.find_token("<|im_start|>").has_value() && tok.find_token("<|im_end|>").has_value()) {}
+    : tok_(tok),
+      chat_(tok.find_token("<|im_start|>").has_value() && tok.find_token("<|im_end|>").has_value()) {}
 
 std::vector<int32_t> ChainPromptBuilder::head(const std::string& role) const {
-  if (chat_) return tok_.encode("<|im_start|>system\n" + role + "<|im_end|>\n<|im_start|>user\n", false, true);
+  if (chat_)
+    return tok_.encode("<|im_start|>system\n" + role + "<|im_end|>\n<|im_start|>user\n", false, true);
   return tok_.encode(role + "\n\n", true, false);
 }
 
@@ -40,20 +42,20 @@ std::vector<int32_t> ChainPromptBuilder::build(const std::string& role, const st
 
 const std::vector<ChainRole>& chain_agent_roles() {
   static const std::vector<ChainRole> roles = {
-      {"Planning is your job: you are the first of five assistants on one problem. Read the question, then lay out "
-       "a numbered plan of the steps the team should take, with the facts each step needs.",
+      {"Planning is your job: you are the first of five assistants on one problem. Read the question, "
+       "then lay out a numbered plan of the steps the team should take, with the facts each step needs.",
        "Planner", "Write the plan."},
-      {"Solving is your job: you are the second of five assistants on one problem. Follow the planner's steps one "
-       "by one, show every intermediate result, and keep your reasoning explicit.",
+      {"Solving is your job: you are the second of five assistants on one problem. Follow the planner's "
+       "steps one by one, show every intermediate result, and keep your reasoning explicit.",
        "Solver", "Carry out the plan."},
-      {"Checking is your job: you are the third of five assistants on one problem. Go through the solver's work "
-       "line by line, point out every mistake or gap, and say how to repair it.",
+      {"Checking is your job: you are the third of five assistants on one problem. Go through the "
+       "solver's work line by line, point out every mistake or gap, and say how to repair it.",
        "Checker", "Review the work so far."},
-      {"Refining is your job: you are the fourth of five assistants on one problem. Merge the solution and the "
-       "review into one corrected solution, keeping what was right and fixing what was not.",
+      {"Refining is your job: you are the fourth of five assistants on one problem. Merge the solution "
+       "and the review into one corrected solution, keeping what was right and fixing what was not.",
        "Refiner", "Write the corrected solution."},
-      {"Deciding is your job: you are the last of five assistants on one problem. Weigh everything the team wrote "
-       "and state the final answer with a short justification.",
+      {"Deciding is your job: you are the last of five assistants on one problem. Weigh everything the "
+       "team wrote and state the final answer with a short justification.",
        "Decider", "Give the final answer."},
   };
   return roles;

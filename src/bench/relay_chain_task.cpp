@@ -23,14 +23,14 @@ std::vector<std::string> pick(const std::vector<std::string>& words, size_t n, s
 
 std::vector<RelayAgentText> agents_for(const std::string& who) {
   return {
-      {"You are the Extractor, the first of three assistants working on one question. You read the records and "
-       "copy the facts that matter, word for word, adding nothing.",
+      {"You are the Extractor, the first of three assistants working on one question. You read the "
+       "records and copy the facts that matter, word for word, adding nothing.",
        "Extractor", "Copy the one record line about " + who + "."},
-      {"You are the Reasoner, the second of three assistants working on one question. You read the Extractor's "
-       "notes and work out which person and which city the question is about.",
+      {"You are the Reasoner, the second of three assistants working on one question. You read the "
+       "Extractor's notes and work out which person and which city the question is about.",
        "Reasoner", "Using the Extractor's notes, say in which city " + who + " lives."},
-      {"You are the Answerer, the last of three assistants working on one question. You give the team's final "
-       "answer in one short line.",
+      {"You are the Answerer, the last of three assistants working on one question. You give the "
+       "team's final answer in one short line.",
        "Answerer", "In which city does " + who + " live? Reply as: Answer: <city>"},
   };
 }
@@ -38,9 +38,9 @@ std::vector<RelayAgentText> agents_for(const std::string& who) {
 }  // namespace
 
 const std::vector<std::string>& relay_task_names() {
-  static const std::vector<std::string> w = {"Maria", "Tom",   "Anna",  "Omar",  "Lena",  "Ivan",
-                                             "Sofia", "Pedro", "Nina",  "Hugo",  "Clara", "Yusuf",
-                                             "Greta", "Marco", "Elsa",  "Felix", "Rosa",  "Kenji"};
+  static const std::vector<std::string> w = {"Maria", "Tom",   "Anna", "Omar",  "Lena",  "Ivan",
+                                             "Sofia", "Pedro", "Nina", "Hugo",  "Clara", "Yusuf",
+                                             "Greta", "Marco", "Elsa", "Felix", "Rosa",  "Kenji"};
   return w;
 }
 

@@ -36,11 +36,11 @@ struct RelayAgentText {
 };
 
 struct RelayTask {
-  std::vector<RelayRecord> records;  // in document order; names and cities distinct
-  int32_t target = 0;                // the record asked about
-  std::string document;              // "Records:\n" and one line per record
-  std::string question;              // "Question: In which city does <name> live?"
-  std::string answer;                // records[target].city
+  std::vector<RelayRecord> records;      // in document order; names and cities distinct
+  int32_t target = 0;                    // the record asked about
+  std::string document;                  // "Records:\n" and one line per record
+  std::string question;                  // "Question: In which city does <name> live?"
+  std::string answer;                    // records[target].city
   std::vector<std::string> distractors;  // the other records' cities
   std::vector<RelayAgentText> agents;    // Extractor, Reasoner, Answerer
 };

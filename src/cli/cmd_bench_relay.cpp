@@ -86,22 +86,26 @@ void print_chain(const ChainReport& r, const std::vector<SchemeSpec>& schemes, c
     }
     std::printf("\n");
   }
-  std::printf("\n| %s | scheme | prompt tokens | TTFT ms | speed-up | reused tokens | reuse rate | prefix-cached |\n",
-              point_name);
+  std::printf(
+      "\n| %s | scheme | prompt tokens | TTFT ms | speed-up | reused tokens | reuse rate | prefix-cached |\n",
+      point_name);
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const ChainCell& c : r.cells) {
     std::printf("| %d | %s | %d | %.1f | %.2fx | %.0f | %.1f%% | %.0f |\n", c.point, c.label.c_str(),
-                c.prompt_tokens, 1000 * c.ttft_s, c.speedup, c.reused_tokens, 100 * c.reuse_rate, c.cached_tokens);
+                c.prompt_tokens, 1000 * c.ttft_s, c.speedup, c.reused_tokens, 100 * c.reuse_rate,
+                c.cached_tokens);
   }
 }
 
 void print_accuracy(const AccuracyReport& r) {
-  std::printf("\n| scheme | accuracy | correct | reuse rate (agents 2-3) | reused tokens / agent | prefix-cached / agent | final output = none's |\n");
+  std::printf(
+      "\n| scheme | accuracy | correct | reuse rate (agents 2-3) | reused tokens / agent | prefix-cached / "
+      "agent | final output = none's |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const AccuracyRow& row : r.rows) {
-    std::printf("| %s | %.1f%% | %d/%d | %.1f%% | %.0f | %.0f | %.0f%% |\n", row.label.c_str(), 100 * row.accuracy,
-                row.correct, row.instances, 100 * row.reuse_rate, row.reused_tokens, row.cached_tokens,
-                100 * row.agree_with_none);
+    std::printf("| %s | %.1f%% | %d/%d | %.1f%% | %.0f | %.0f | %.0f%% |\n", row.label.c_str(),
+                100 * row.accuracy, row.correct, row.instances, 100 * row.reuse_rate, row.reused_tokens,
+                row.cached_tokens, 100 * row.agree_with_none);
   }
 }
 
@@ -122,12 +126,16 @@ void run(RelayArgs a) {
     a.acc.gen_tokens = a.gen_tokens.value_or(64);
     auto rep = run_accuracy_chain(a.o, a.acc);
     if (!rep.is_ok()) return fail(rep.status());
-    std::printf("\naccuracy-chain: %d instances of %d records, 3 agents, <= %d generated tokens each (greedy), "
-                "concurrency %d, %d threads\n",
-                a.acc.instances, a.acc.task.records, a.acc.gen_tokens, a.acc.concurrency, a.o.n_threads);
+    std::printf(
+        "\naccuracy-chain: %d instances of %d records, 3 agents, <= %d generated tokens each (greedy), "
+        "concurrency %d, %d threads\n",
+        a.acc.instances, a.acc.task.records, a.acc.gen_tokens, a.acc.concurrency, a.o.n_threads);
     print_accuracy(*rep);
-    j.update({{"instances", a.acc.instances}, {"records", a.acc.task.records}, {"gen_tokens", a.acc.gen_tokens},
-              {"concurrency", a.acc.concurrency}, {"n_layers", rep->n_layers}});
+    j.update({{"instances", a.acc.instances},
+              {"records", a.acc.task.records},
+              {"gen_tokens", a.acc.gen_tokens},
+              {"concurrency", a.acc.concurrency},
+              {"n_layers", rep->n_layers}});
     for (const AccuracyRow& row : rep->rows) {
       j["rows"].push_back({{"label", row.label},
                            {"accuracy", row.accuracy},
@@ -147,27 +155,31 @@ void run(RelayArgs a) {
       a.ttft.first_prompt_tokens = a.prompt_tokens;
       rep = run_ttft_chain(a.o, a.ttft);
       if (!rep.is_ok()) return fail(rep.status());
-      std::printf("\nttft-chain: %d agents, first prompt %d tokens, %d generated tokens per agent "
-                  "(temperature %.2f), %d repetitions, %d threads\n",
-                  a.ttft.agents, a.ttft.first_prompt_tokens, a.ttft.gen_tokens, a.temperature, a.reps,
-                  a.o.n_threads);
+      std::printf(
+          "\nttft-chain: %d agents, first prompt %d tokens, %d generated tokens per agent "
+          "(temperature %.2f), %d repetitions, %d threads\n",
+          a.ttft.agents, a.ttft.first_prompt_tokens, a.ttft.gen_tokens, a.temperature, a.reps, a.o.n_threads);
       print_chain(*rep, a.o.schemes, "agent");
       j.update({{"agents", a.ttft.agents}, {"gen_tokens", a.ttft.gen_tokens}});
     } else {
-      if (a.gen_tokens) return fail(make_error(ErrorCode::kInvalidArgument,
-                                               "--gen-tokens: context-scaling sets the outputs with --outputs"));
+      if (a.gen_tokens)
+        return fail(make_error(ErrorCode::kInvalidArgument,
+                               "--gen-tokens: context-scaling sets the outputs with --outputs"));
       a.scaling.reps = a.reps;
       a.scaling.temperature = a.temperature;
       a.scaling.first_prompt_tokens = a.prompt_tokens;
       rep = run_context_scaling(a.o, a.scaling);
       if (!rep.is_ok()) return fail(rep.status());
-      std::printf("\ncontext-scaling: 3 agents, first prompt %d tokens, agents 1 and 2 emit C/2 tokens each "
-                  "(temperature %.2f), TTFT of agent 3, %d repetitions, %d threads\n",
-                  a.scaling.first_prompt_tokens, a.temperature, a.reps, a.o.n_threads);
+      std::printf(
+          "\ncontext-scaling: 3 agents, first prompt %d tokens, agents 1 and 2 emit C/2 tokens each "
+          "(temperature %.2f), TTFT of agent 3, %d repetitions, %d threads\n",
+          a.scaling.first_prompt_tokens, a.temperature, a.reps, a.o.n_threads);
       print_chain(*rep, a.o.schemes, "C");
       j["outputs"] = a.scaling.outputs;
     }
-    j.update({{"prompt_tokens", a.prompt_tokens}, {"reps", a.reps}, {"temperature", a.temperature},
+    j.update({{"prompt_tokens", a.prompt_tokens},
+              {"reps", a.reps},
+              {"temperature", a.temperature},
               {"n_layers", rep->n_layers}});
     for (const ChainCell& c : rep->cells) j["cells"].push_back(cell_json(c));
     j["runs"] = runs_json(*rep);
@@ -188,21 +200,25 @@ void register_bench_relay(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench-relay",
       "RelayCaching's multi-agent chains (paper 003 §5) on the serving engine: TTFT per downstream agent "
-      "(ttft-chain, Table 2), TTFT against the cumulative output (context-scaling, Fig. 8), and accuracy on a "
-      "seeded 3-agent task (accuracy-chain), each scheme against none (full prefill)");
+      "(ttft-chain, Table 2), TTFT against the cumulative output (context-scaling, Fig. 8), and accuracy "
+      "on a seeded 3-agent task (accuracy-chain), each scheme against none (full prefill)");
   cmd->add_option("--workload", a->workload, "ttft-chain, context-scaling or accuracy-chain")
       ->check(CLI::IsMember({"ttft-chain", "context-scaling", "accuracy-chain"}))
       ->capture_default_str();
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
-  cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str()->check(CLI::Range(1, 256));
-  cmd->add_option("--schemes", a->schemes,
-                  "schemes, comma-separated, 'none' (the reference) among them: SCHEME[:VALUE][:KEY=VALUE...] "
-                  "as bench-fidelity takes them (e.g. cacheblend:0.20, epic:16)")
+  cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option(
+         "--schemes", a->schemes,
+         "schemes, comma-separated, 'none' (the reference) among them: SCHEME[:VALUE][:KEY=VALUE...] "
+         "as bench-fidelity takes them (e.g. cacheblend:0.20, epic:16)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--gen-tokens", a->gen_tokens,
-                  "tokens each agent emits: ttft-chain exactly this many (default 1024), accuracy-chain at most "
-                  "(default 64, stops at end of generation)")
+  cmd->add_option(
+         "--gen-tokens", a->gen_tokens,
+         "tokens each agent emits: ttft-chain exactly this many (default 1024), accuracy-chain at most "
+         "(default 64, stops at end of generation)")
       ->check(CLI::Range(1, 8192));
   cmd->add_option("--reps", a->reps, "ttft-chain, context-scaling: repetitions (medians over them)")
       ->capture_default_str()
@@ -219,9 +235,10 @@ void register_bench_relay(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(2, 16384));
-  cmd->add_option("--temperature", a->temperature,
-                  "ttft-chain, context-scaling: sampling temperature of the forced-length outputs (seeded alike "
-                  "for every scheme; 0 = greedy)")
+  cmd->add_option(
+         "--temperature", a->temperature,
+         "ttft-chain, context-scaling: sampling temperature of the forced-length outputs (seeded alike "
+         "for every scheme; 0 = greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 2.0));
   cmd->add_option("--instances", a->acc.instances, "accuracy-chain: task instances")
@@ -233,15 +250,19 @@ void register_bench_relay(CLI::App& app) {
   cmd->add_option("--records", a->acc.task.records, "accuracy-chain: records per document (the difficulty)")
       ->capture_default_str()
       ->check(CLI::Range(2, kRelayTaskMaxRecords));
-  cmd->add_flag("--show-outputs", a->acc.show_outputs, "accuracy-chain: print every agent's output to stderr");
+  cmd->add_flag("--show-outputs", a->acc.show_outputs,
+                "accuracy-chain: print every agent's output to stderr");
   cmd->add_option("--seed", a->o.seed, "seed of the prompts and tasks")->capture_default_str();
-  cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--block-size", a->o.block_size, "KV block size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV pool, MiB (0: sized for the workload)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  cmd->add_option("--max-batch-tokens", a->o.max_batch_tokens,
-                  "token rows per step (the default keeps every prompt in one chunk, so a scheme selects over "
-                  "the whole prompt)")
+  cmd->add_option(
+         "--max-batch-tokens", a->o.max_batch_tokens,
+         "token rows per step (the default keeps every prompt in one chunk, so a scheme selects over "
+         "the whole prompt)")
       ->capture_default_str()
       ->check(CLI::Range(16, 65536));
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");

@@ -40,7 +40,8 @@ const Tokenizer* model_tokenizer() {
   const Tokenizer& tok = *tok_ptr
 
 bool has_at(const std::vector<int32_t>& p, size_t at, const std::vector<int32_t>& piece) {
-  return at + piece.size() <= p.size() && std::equal(piece.begin(), piece.end(), p.begin() + static_cast<ptrdiff_t>(at));
+  return at + piece.size() <= p.size() &&
+         std::equal(piece.begin(), piece.end(), p.begin() + static_cast<ptrdiff_t>(at));
 }
 
 TEST(RelayChainPrompt, UpstreamIdsGoInVerbatimBetweenHeadAndTail) {
@@ -56,8 +57,8 @@ TEST(RelayChainPrompt, UpstreamIdsGoInVerbatimBetweenHeadAndTail) {
   const std::vector<ChainUpstream> up = {{"Extractor", out1}, {"Reasoner", out2}};
   const std::vector<int32_t> p = b.build("You are the Answerer.", body, up, "Reply as: Answer: <city>");
   size_t at = 0;
-  for (const auto& piece : {b.head("You are the Answerer."), body, b.label("Extractor"), out1, b.label("Reasoner"),
-                            out2, b.tail("Reply as: Answer: <city>")}) {
+  for (const auto& piece : {b.head("You are the Answerer."), body, b.label("Extractor"), out1,
+                            b.label("Reasoner"), out2, b.tail("Reply as: Answer: <city>")}) {
     ASSERT_TRUE(has_at(p, at, piece)) << "piece at " << at;
     at += piece.size();
   }
