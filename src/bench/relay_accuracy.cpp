@@ -118,12 +118,14 @@ Result<AccuracyReport> run_accuracy_chain(const RelayBenchOptions& o, const Accu
     AccuracyRow row;
     row.label = o.schemes[k].label;
     row.instances = static_cast<int32_t>(tasks.size());
-    int64_t computed = 0, dense = 0, downstream = 0, agree = 0;
+    int64_t computed = 0, dense = 0, downstream = 0, agree = 0, agent1 = 0, agent2 = 0;
     double reused = 0, cached = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
       const InstanceResult& ir = results[i][k];
       row.correct += ir.correct;
       agree += ir.final_text == results[i][none].final_text;
+      agent1 += relay_answer_correct(ir.runs[0].text, tasks[i]);
+      agent2 += relay_answer_correct(ir.runs[1].text, tasks[i]);
       for (const ChainAgentRun& run : ir.runs) {
         if (run.agent < 2) continue;
         computed += run.prefill_token_layers;
@@ -138,6 +140,8 @@ Result<AccuracyReport> run_accuracy_chain(const RelayBenchOptions& o, const Accu
     row.reused_tokens = downstream ? reused / double(downstream) : 0;
     row.cached_tokens = downstream ? cached / double(downstream) : 0;
     row.agree_with_none = double(agree) / double(row.instances);
+    row.agent1_accuracy = double(agent1) / double(row.instances);
+    row.agent2_accuracy = double(agent2) / double(row.instances);
     rep.rows.push_back(row);
   }
   return rep;

@@ -105,6 +105,9 @@ struct AccuracyRow {
   double reused_tokens = 0;    // mean per downstream agent
   double cached_tokens = 0;    // mean per downstream agent
   double agree_with_none = 0;  // share of instances whose final output equals none's
+  // Share of instances whose Extractor (agent 1) and Reasoner (agent 2)
+  // outputs already pass the final check: where the chain gains or loses.
+  double agent1_accuracy = 0, agent2_accuracy = 0;
 };
 
 struct AccuracyReport {

@@ -99,13 +99,15 @@ void print_chain(const ChainReport& r, const std::vector<SchemeSpec>& schemes, c
 
 void print_accuracy(const AccuracyReport& r) {
   std::printf(
-      "\n| scheme | accuracy | correct | reuse rate (agents 2-3) | reused tokens / agent | prefix-cached / "
-      "agent | final output = none's |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "\n| scheme | accuracy | correct | agent 1 alone | agent 2 alone | reuse rate (agents 2-3) | reused "
+      "tokens / "
+      "agent | prefix-cached / agent | final output = none's |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const AccuracyRow& row : r.rows) {
-    std::printf("| %s | %.1f%% | %d/%d | %.1f%% | %.0f | %.0f | %.0f%% |\n", row.label.c_str(),
-                100 * row.accuracy, row.correct, row.instances, 100 * row.reuse_rate, row.reused_tokens,
-                row.cached_tokens, 100 * row.agree_with_none);
+    std::printf("| %s | %.1f%% | %d/%d | %.1f%% | %.1f%% | %.1f%% | %.0f | %.0f | %.0f%% |\n",
+                row.label.c_str(), 100 * row.accuracy, row.correct, row.instances, 100 * row.agent1_accuracy,
+                100 * row.agent2_accuracy, 100 * row.reuse_rate, row.reused_tokens, row.cached_tokens,
+                100 * row.agree_with_none);
   }
 }
 
@@ -144,7 +146,9 @@ void run(RelayArgs a) {
                            {"reuse_rate", row.reuse_rate},
                            {"reused_tokens", row.reused_tokens},
                            {"cached_tokens", row.cached_tokens},
-                           {"agree_with_none", row.agree_with_none}});
+                           {"agree_with_none", row.agree_with_none},
+                           {"agent1_accuracy", row.agent1_accuracy},
+                           {"agent2_accuracy", row.agent2_accuracy}});
     }
   } else {
     Result<ChainReport> rep = make_error(ErrorCode::kInternal, "no workload");
