@@ -31,6 +31,9 @@ struct RelayBenchOptions {
   int64_t kv_cache_mb = 0;           // 0: enough for the workload (relay_bench_kv_tokens)
   int32_t max_batch_tokens = 16384;  // one chunk per prompt: a scheme selects over the whole prompt
   std::vector<SchemeSpec> schemes;   // must hold "none"
+  // The relay layer profile the engine loads (ServingOptions::relay_profile)
+  // when a scheme is relay; "" = none (relay then needs its layers per spec).
+  std::string relay_profile;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;
 };

@@ -31,6 +31,9 @@ Result<RelayEngine> relay_engine_create(const RelayBenchOptions& o, int64_t kv_t
   so.max_batch_tokens = o.max_batch_tokens;
   so.max_running = 64;
   so.prefix_caching = true;
+  for (const SchemeSpec& s : o.schemes) {
+    if (s.scheme == "relay") so.relay_profile = o.relay_profile;
+  }
   RelayEngine r;
   AKV_ASSIGN_OR_RETURN(r.engine, create_serving_engine(so));
   r.n_layers = spec.n_layers;

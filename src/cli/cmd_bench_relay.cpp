@@ -256,6 +256,12 @@ void register_bench_relay(CLI::App& app) {
       ->check(CLI::Range(2, kRelayTaskMaxRecords));
   cmd->add_flag("--show-outputs", a->acc.show_outputs,
                 "accuracy-chain: print every agent's output to stderr");
+  a->o.relay_profile = "profiles/smollm2-135m-instruct-q4_1.relay.json";
+  cmd->add_option(
+         "--relay-profile", a->o.relay_profile,
+         "relay: the model's layer profile (agentkv profile-relay), loaded only when a scheme is relay; "
+         "the default is SmolLM2-135M's committed one, '' for none")
+      ->capture_default_str();
   cmd->add_option("--seed", a->o.seed, "seed of the prompts and tasks")->capture_default_str();
   cmd->add_option("--block-size", a->o.block_size, "KV block size")
       ->capture_default_str()
