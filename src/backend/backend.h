@@ -52,6 +52,15 @@ struct AttentionPlan {
   const int32_t* row_pos = nullptr;       // [n_rows] position of each query row
   const int32_t* block_indptr = nullptr;  // [n_seqs + 1]
   const int32_t* block_ids = nullptr;     // [block_indptr[n_seqs]]
+  // Optional, for RelayCaching's influence score: rows with colsum_slot[r]
+  // = c >= 0 also get the attention mass each key receives from them,
+  // summed over the query heads of each kv head: for kv head h and key
+  // j <= row_pos[r], colsum[(c * kv_heads + h) * colsum_stride + j] +=
+  // sum over those heads of softmax(q K^T * scale)[j]. The caller zeroes
+  // colsum and sums over h. The attention output does not change.
+  const int32_t* colsum_slot = nullptr;  // [n_rows] or nullptr
+  float* colsum = nullptr;
+  int64_t colsum_stride = 0;             // >= the longest row_pos + 1
 };
 
 // A weight matrix kept in its file's block format: n rows of k elements, each

@@ -412,36 +412,36 @@ void Runner::run_hooks(const Step& step, int layer) {
   rebuild_plan(step);
 }
 
-void Runner::capture_influence(const Step& step, int layer, StepOutput* out) {
-  const ModelSpec& s = model_->spec;
-  const int64_t qd = s.q_dim();
-  const int32_t bs = kv_->geometry().block_size;
-  KvLayerView kv = kv_->layer_view(layer);
-  size_t i = 0;
-  while (i < active_.size()) {
-    const int32_t q = row_seq_[active_[i]];
-    size_t e = i;
-    int64_t nq = 0;
-    hook_q_.resize(static_cast<int64_t>(active_.size()) * qd);
-    hook_pos_.resize(active_.size());
-    for (; e < active_.size() && row_seq_[active_[e]] == q; ++e) {
-      if (!step.rows[active_[e]].influence) continue;
-      std::memcpy(&hook_q_[nq * qd], &q_[e * qd], sizeof(float) * qd);
-      hook_pos_[nq++] = row_pos_[e];
-    }
-    i = e;
-    if (nq == 0) continue;
-    const std::vector<int32_t>& blocks = step.seqs[q].blocks;
-    int32_t n_keys = 0;  // keys after the last query's position receive nothing
-    for (int64_t k = 0; k < nq; ++k) n_keys = std::max(n_keys, hook_pos_[k] + 1);
-    colsum_.resize(n_keys);
-    backend_->attention_colsum(hook_q_.data(), hook_pos_.data(), nq, s.n_heads, blocks.data(),
-                               static_cast<int32_t>(blocks.size()), n_keys, kv,
-                               1.0f / std::sqrt(static_cast<float>(s.head_dim)), colsum_.data());
-    std::vector<float>& acc = out->influence[q];
-    if (acc.empty()) acc.assign(blocks.size() * static_cast<size_t>(bs), 0.0f);
-    for (int32_t j = 0; j < n_keys; ++j) acc[j] += colsum_[j];
+void Runner::plan_influence(const Step& step) {
+  influence_slot_.assign(active_.size(), -1);
+  int32_t n = 0, stride = 0;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    if (!step.rows[active_[i]].influence) continue;
+    influence_slot_[i] = n++;
+    stride = std::max(stride, row_pos_[i] + 1);
   }
+  plan_.colsum_slot = n > 0 ? influence_slot_.data() : nullptr;
+  plan_.colsum_stride = stride;
+  influence_buf_.assign(static_cast<size_t>(n) * kv_->geometry().kv_heads * stride, 0.0f);
+  plan_.colsum = influence_buf_.data();
+}
+
+void Runner::collect_influence(const Step& step, StepOutput* out) {
+  if (plan_.colsum_slot == nullptr) return;
+  const int32_t bs = kv_->geometry().block_size, kvh = kv_->geometry().kv_heads;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    const int32_t slot = influence_slot_[i];
+    if (slot < 0) continue;
+    const int32_t q = row_seq_[active_[i]];
+    std::vector<float>& acc = out->influence[q];
+    if (acc.empty()) acc.assign(step.seqs[q].blocks.size() * static_cast<size_t>(bs), 0.0f);
+    for (int32_t h = 0; h < kvh; ++h) {
+      const float* line = &influence_buf_[(static_cast<size_t>(slot) * kvh + h) * plan_.colsum_stride];
+      for (int32_t j = 0; j <= row_pos_[i]; ++j) acc[j] += line[j];
+    }
+  }
+  plan_.colsum_slot = nullptr;
+  plan_.colsum = nullptr;
 }
 
 void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
@@ -485,8 +485,9 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   } else {
     be.kv_write(kv, k_.data(), v_.data(), slots_.data(), R);
   }
+  if (any_influence_) plan_influence(step);
   be.attention(plan_, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
-  if (any_influence_) capture_influence(step, layer, out);
+  if (any_influence_) collect_influence(step, out);
   // Wo accumulates into the residual stream, and so does its LoRA delta.
   linear(att_.data(), w.wo, x_.data(), R, qd, s.d_model, /*accumulate=*/true);
   apply_lora(layer, LoraTarget::kO, att_.data(), qd, x_.data(), s.d_model);

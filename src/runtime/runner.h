@@ -59,9 +59,12 @@ class Runner {
   // Runs the layer's hooks between the K/V write and attention; drops rows.
   void run_hooks(const Step& step, int layer);
   void layer_forward(const Step& step, int layer, StepOutput* out);
-  // Adds the layer's attention column sums of the active influence rows to
-  // their sequences' StepOutput::influence (after the layer's K/V write).
-  void capture_influence(const Step& step, int layer, StepOutput* out);
+  // RelayCaching's influence: the attention op also sums, for the active
+  // rows with TokenRow::influence, the probability mass each key receives
+  // (AttentionPlan::colsum, fused in the attention pass); collect adds it
+  // to their sequences' StepOutput::influence.
+  void plan_influence(const Step& step);
+  void collect_influence(const Step& step, StepOutput* out);
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
@@ -93,6 +96,8 @@ class Runner {
   // Hook scratch: cached K/V of the hooked rows, their keep flags, colsums.
   AlignedVector<float> hook_k_, hook_v_, hook_q_, colsum_;
   bool any_influence_ = false;
+  std::vector<int32_t> influence_slot_;  // per active row: its colsum line, or -1
+  std::vector<float> influence_buf_;     // [slots, kv_heads, stride]
   std::vector<int32_t> hook_pos_, hook_blocks_;
   std::vector<uint8_t> keep_;
   std::vector<int64_t> copy_src_, copy_dst_;

@@ -40,6 +40,10 @@ struct Scratch {
   std::vector<float> acc;        // [nq, D] unnormalised output
   std::vector<float> m, l;       // [nq] running max and sum
   std::vector<int32_t> qpos;     // [nq]
+  // Column sums (AttentionPlan::colsum): the probabilities of each tile as
+  // softmax_tile left them, and the running max they are relative to.
+  std::vector<float> hist;       // [nq, keys]
+  std::vector<float> hist_m;     // [nq, tiles]
 };
 
 // kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
@@ -245,6 +249,15 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
   }
   const int32_t* blocks = plan.block_ids + plan.block_indptr[it.seq];
   const int32_t bs = kv.block_size;
+  bool colsums = false;
+  if (plan.colsum_slot != nullptr) {
+    for (int32_t r = it.r0; r < it.r1; ++r) colsums |= plan.colsum_slot[r] >= 0;
+  }
+  const int32_t n_tiles = (pmax + kKeys) / kKeys;
+  if (colsums) {
+    sc.hist.resize(size_t(nq) * size_t(n_tiles) * kKeys);
+    sc.hist_m.resize(size_t(nq) * size_t(n_tiles));
+  }
   for (int32_t j0 = 0; j0 <= pmax; j0 += kKeys) {
     const int tn = std::min<int32_t>(kKeys, pmax + 1 - j0);
     for (int t = 0; t < tn; ++t) {
@@ -270,6 +283,25 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
       accumulate_pv(acc, p, sc.vp.data(), valid, D);
+      if (colsums) {
+        std::copy(p, p + valid, &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
+        sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
+      }
+    }
+  }
+  if (colsums) {
+    // p_final[j] = p_tile[j] * exp(m_tile - m_final) / l_final, summed over
+    // the item's heads of each row into the row's (slot, kv head) line.
+    for (int qi = 0; qi < nq; ++qi) {
+      const int32_t slot = plan.colsum_slot[it.r0 + qi / nh];
+      if (slot < 0) continue;
+      float* line = plan.colsum + (int64_t(slot) * kv.kv_heads + it.kvh) * plan.colsum_stride;
+      for (int32_t j0 = 0; j0 <= sc.qpos[qi]; j0 += kKeys) {
+        const int valid = std::min(kKeys, sc.qpos[qi] - j0 + 1);
+        const float f = std::exp(sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] - sc.m[qi]) / sc.l[qi];
+        const float* p = &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys];
+        for (int t = 0; t < valid; ++t) line[j0 + t] += p[t] * f;
+      }
     }
   }
   for (int qi = 0; qi < nq; ++qi) {
