@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bench/relay_capture_overhead.h"
 #include "bench/relay_chain.h"
 #include "bench/scheme_spec.h"
 #include "cli/commands.h"
@@ -20,12 +21,13 @@ namespace {
 struct RelayArgs {
   RelayBenchOptions o;
   std::string workload = "ttft-chain";
-  std::vector<std::string> schemes = {"none", "naive", "epic", "cacheblend:0.20"};
+  std::vector<std::string> schemes = {"none", "naive", "epic", "cacheblend:0.20", "relay"};
   std::optional<int32_t> gen_tokens;  // ttft-chain 1024, accuracy-chain 64
   int32_t reps = 3;
   TtftChainOptions ttft;
   ContextScalingOptions scaling;
   AccuracyChainOptions acc;
+  CaptureOverheadOptions overhead;
   float temperature = 0.8f;
   int32_t prompt_tokens = 512;
   std::string json_out;
@@ -124,7 +126,23 @@ void run(RelayArgs a) {
   j["threads"] = a.o.n_threads;
   j["seed"] = a.o.seed;
   j["schemes"] = a.schemes;
-  if (a.workload == "accuracy-chain") {
+  if (a.workload == "capture-overhead") {
+    a.overhead.reps = a.reps;
+    a.overhead.gen_tokens = a.gen_tokens.value_or(128);
+    auto rows = run_capture_overhead(a.o, a.overhead);
+    if (!rows.is_ok()) return fail(rows.status());
+    std::printf("\ncapture-overhead: decode of %d tokens (greedy), none against relay's captures, %d repetitions "
+                "interleaved, %d threads\n\n| context | none ms/token | relay (captures) ms/token | overhead |\n"
+                "|---|---|---|---|\n",
+                a.overhead.gen_tokens, a.reps, a.o.n_threads);
+    for (const CaptureOverheadRow& r : *rows) {
+      std::printf("| %d | %.2f | %.2f | %+.1f%% |\n", r.context, r.plain_ms, r.capture_ms, 100 * r.overhead);
+      j["rows"].push_back({{"context", r.context},
+                           {"plain_ms", r.plain_ms},
+                           {"capture_ms", r.capture_ms},
+                           {"overhead", r.overhead}});
+    }
+  } else if (a.workload == "accuracy-chain") {
     a.acc.gen_tokens = a.gen_tokens.value_or(64);
     auto rep = run_accuracy_chain(a.o, a.acc);
     if (!rep.is_ok()) return fail(rep.status());
@@ -206,8 +224,10 @@ void register_bench_relay(CLI::App& app) {
       "RelayCaching's multi-agent chains (paper 003 §5) on the serving engine: TTFT per downstream agent "
       "(ttft-chain, Table 2), TTFT against the cumulative output (context-scaling, Fig. 8), and accuracy "
       "on a seeded 3-agent task (accuracy-chain), each scheme against none (full prefill)");
-  cmd->add_option("--workload", a->workload, "ttft-chain, context-scaling or accuracy-chain")
-      ->check(CLI::IsMember({"ttft-chain", "context-scaling", "accuracy-chain"}))
+  cmd->add_option("--workload", a->workload,
+                  "ttft-chain, context-scaling, accuracy-chain, or capture-overhead (decode under none against "
+                  "relay's captures)")
+      ->check(CLI::IsMember({"ttft-chain", "context-scaling", "accuracy-chain", "capture-overhead"}))
       ->capture_default_str();
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")
@@ -245,6 +265,10 @@ void register_bench_relay(CLI::App& app) {
          "for every scheme; 0 = greedy)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 2.0));
+  cmd->add_option("--contexts", a->overhead.contexts, "capture-overhead: prompt lengths decoded after, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(16, 8000));
   cmd->add_option("--instances", a->acc.instances, "accuracy-chain: task instances")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
