@@ -13,31 +13,12 @@
 #include <set>
 #include <sstream>
 
-#include "../../ci_required.h"
-#include "../../source_dir.h"
+#include "model_tokenizer.h"
 #include "bench/task_words.h"
 #include "format/gguf.h"
 
 namespace agentkv {
 namespace {
-
-const Tokenizer* model_tokenizer() {
-  static const std::optional<Tokenizer> tok = []() -> std::optional<Tokenizer> {
-    auto f = GgufFile::open(test::source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if (!f.is_ok()) return std::nullopt;
-    auto v = vocab_from_gguf(*f, 49152);
-    if (!v.is_ok()) return std::nullopt;
-    auto t = Tokenizer::create(std::move(v).value());
-    if (!t.is_ok()) return std::nullopt;
-    return std::move(t).value();
-  }();
-  return tok ? &*tok : nullptr;
-}
-
-#define REQUIRE_TOKENIZER()                                                     \
-  const Tokenizer* tok_ptr = model_tokenizer();                                 \
-  AGENTKV_REQUIRE(tok_ptr == nullptr, "model file missing (scripts/setup.sh)"); \
-  const Tokenizer& tok = *tok_ptr
 
 FidelityTaskOptions shape(const std::string& kind, int32_t prompts = 6) {
   auto o = fidelity_task_defaults(kind);

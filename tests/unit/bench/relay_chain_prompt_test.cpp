@@ -11,8 +11,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "../../ci_required.h"
-#include "../../source_dir.h"
+#include "model_tokenizer.h"
 #include "bench/relay_chain_task.h"
 #include "format/gguf.h"
 
@@ -20,24 +19,6 @@ namespace agentkv {
 namespace {
 
 constexpr size_t kBlock = 16;
-
-const Tokenizer* model_tokenizer() {
-  static const std::optional<Tokenizer> tok = []() -> std::optional<Tokenizer> {
-    auto f = GgufFile::open(test::source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if (!f.is_ok()) return std::nullopt;
-    auto v = vocab_from_gguf(*f, 49152);
-    if (!v.is_ok()) return std::nullopt;
-    auto t = Tokenizer::create(std::move(v).value());
-    if (!t.is_ok()) return std::nullopt;
-    return std::move(t).value();
-  }();
-  return tok ? &*tok : nullptr;
-}
-
-#define REQUIRE_TOKENIZER()                                                     \
-  const Tokenizer* tok_ptr = model_tokenizer();                                 \
-  AGENTKV_REQUIRE(tok_ptr == nullptr, "model file missing (scripts/setup.sh)"); \
-  const Tokenizer& tok = *tok_ptr
 
 bool has_at(const std::vector<int32_t>& p, size_t at, const std::vector<int32_t>& piece) {
   return at + piece.size() <= p.size() &&
