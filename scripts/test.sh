@@ -56,7 +56,7 @@ if [ -z "${AGENTKV_QUICK:-}" ]; then
   # The real-model exactness sweeps take minutes under ASan; they ran in the
   # release stage, and the runner's own tests on small models run here.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j2 -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.|Reuse\.ExactLimits'
+    ctest --test-dir build-asan --output-on-failure -j2 -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.|Reuse\.ExactLimits|Relay\.ExactLimit'
   done_stage "asan ctest"
 
   if [ -f fuzz/CMakeLists.txt ]; then
