@@ -236,6 +236,26 @@ TEST_F(Relay, BadParametersAreInvalidArguments) {
   EXPECT_TRUE(one(*eng, greedy_request(doc(901, 10), 2)).error.empty());
 }
 
+// The committed profile is SmolLM2's: it loads, its layers become the
+// defaults (a relay request needs none of its own), and the captures run at
+// its l_start.
+TEST_F(Relay, TheCommittedProfileServesTheDefaultModel) {
+  ServingOptions o = options();
+  o.relay_profile = agentkv::test::source_dir() + "/profiles/smollm2-135m-instruct-q4_1.relay.json";
+  auto eng = make(o);
+  ASSERT_TRUE(eng);
+  const Outcome up = one(*eng, relay(doc(960, 30), 80, {}));
+  ASSERT_TRUE(up.error.empty()) << up.error;
+  const auto prompt = cat({doc(961, 20), up.tokens, doc(962, 8)});
+  const Outcome o2 = one(*eng, relay(prompt, 2, {}));
+  ASSERT_TRUE(o2.error.empty()) << o2.error;
+  EXPECT_GE(o2.reused, 48);
+  // Band [1, 30), l_det 8: every reused token computes layers 1..8 at least.
+  const int64_t n = static_cast<int64_t>(prompt.size()), r = o2.reused;
+  EXPECT_GE(o2.prefill_token_layers, (n - r) * kLayers + r * 8);
+  EXPECT_EQ((o2.prefill_token_layers - (n - r) * kLayers - r * 8) % 21, 0);
+}
+
 TEST_F(Relay, BadProfilesAreClearErrors) {
   const std::string dir = ::testing::TempDir();
   auto start = [&](const std::string& path) {
