@@ -164,7 +164,8 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<KvStorage> storage_;
   std::unique_ptr<KvManager> kv_;
   // KV components of the relay captures (null when --relay-capture off):
-  // the hidden state entering capture_layer_, and the influence score.
+  // the influence score, and the hidden state entering capture_layer_ (also
+  // null while the server knows no relay l_start: nothing to capture at).
   std::unique_ptr<KvComponent> hidden_, influence_;
   int32_t capture_layer_ = -1;
   bool capture_all_ = false;
@@ -253,11 +254,13 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     if (opts.relay_capture != "off" && d.l_start && *d.l_start > 0) e->capture_layer_ = *d.l_start;
   }
   const bool components = opts.relay_capture != "off";
+  const bool hidden = components && e->capture_layer_ > 0;
   e->capture_all_ = opts.relay_capture == "all";
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size};
   // Per block: K/V, plus the relay components where they are kept.
   const int64_t component_bytes =
-      components ? int64_t{opts.block_size} * ((s.d_model + 1) * int64_t{sizeof(float)} + 2 * int64_t{sizeof(uint32_t)}) : 0;
+      (components ? int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +
+      (hidden ? int64_t{opts.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0);
   const int64_t block_bytes = g.block_bytes() + component_bytes;
   const int64_t n_blocks = opts.kv_cache_tokens > 0
                                ? (opts.kv_cache_tokens + opts.block_size - 1) / opts.block_size
@@ -271,10 +274,12 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   e->storage_ = std::make_unique<KvStorage>(std::move(storage));
   e->kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts.block_size);
   if (components) {
-    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts.block_size, s.d_model));
     AKV_ASSIGN_OR_RETURN(KvComponent inf, KvComponent::create(n_blocks, opts.block_size, 1));
-    e->hidden_ = std::make_unique<KvComponent>(std::move(h));
     e->influence_ = std::make_unique<KvComponent>(std::move(inf));
+  }
+  if (hidden) {
+    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts.block_size, s.d_model));
+    e->hidden_ = std::make_unique<KvComponent>(std::move(h));
   }
   if (!(opts.segment_watermark > 0 && opts.segment_watermark <= 1)) {
     return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
@@ -355,7 +360,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   std::unique_ptr<ReusePlanner> planner;
   if (req.prompt_logprobs < 0 && !sharing.decoder_row) planner = scheme->make_planner(params);
   const int32_t min_segment = params.min_segment_tokens.value_or(2 * opts_.block_size);
-  const bool capture = hidden_ != nullptr && (capture_all_ || std::string_view(sharing.scheme) == "relay");
+  const bool capture = influence_ != nullptr && (capture_all_ || std::string_view(sharing.scheme) == "relay");
   if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
     return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
   }
@@ -595,7 +600,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     return;
   }
-  if (hidden_) store_captures(step, so, seq_req);
+  if (influence_) store_captures(step, so, seq_req);
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -655,10 +660,9 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
       const int64_t dst = int64_t{q.blocks[p / bs]} * bs + p % bs;
       step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
-      if (hidden_) {  // the captured state travels with the K/V
-        hidden_->copy(src, h.src.generation, dst, generation_of(dst));
-        influence_->copy(src, h.src.generation, dst, generation_of(dst));
-      }
+      // The captured state travels with the K/V.
+      if (hidden_) hidden_->copy(src, h.src.generation, dst, generation_of(dst));
+      if (influence_) influence_->copy(src, h.src.generation, dst, generation_of(dst));
     }
     l.reused_tokens += hi - lo;
     kv_->segment_hit_used(h);
@@ -667,13 +671,13 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
   }
   auto slot_of = [&](int32_t p) { return int64_t{q.blocks[p / bs]} * bs + p % bs; };
-  if (hidden_) {
+  if (influence_) {
     l.has_hidden.resize(n_prompt, 0);
     l.influence.resize(n_prompt, 0.0f);
     for (int32_t p = b; p < e; ++p) {
       if (!l.reused[p]) continue;
       const int64_t slot = slot_of(p);
-      l.has_hidden[p] = capture_layer_ > 0 && !hidden_->read(slot, generation_of(slot)).empty();
+      l.has_hidden[p] = hidden_ && !hidden_->read(slot, generation_of(slot)).empty();
       const std::span<const float> inf = influence_->read(slot, generation_of(slot));
       l.influence[p] = inf.empty() ? 0.0f : inf[0];
     }
@@ -687,8 +691,8 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   c.reused = std::span<const uint8_t>(l.reused.data() + b, c.n);
   c.run_start = std::span<const int32_t>(l.run_start.data() + b, c.n);
   c.reused_after = e < n_prompt && l.reused[e];
-  if (hidden_) {
-    c.hidden_layer = capture_layer_;
+  if (influence_) {
+    c.hidden_layer = hidden_ ? capture_layer_ : -1;
     c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + b, c.n);
     c.influence = std::span<const float>(l.influence.data() + b, c.n);
   }

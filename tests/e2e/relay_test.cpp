@@ -256,6 +256,23 @@ TEST_F(Relay, TheCommittedProfileServesTheDefaultModel) {
   EXPECT_EQ((o2.prefill_token_layers - (n - r) * kLayers - r * 8) % 21, 0);
 }
 
+// The captures' memory counts in the KV budget, and only where it is kept:
+// K/V alone with captures off, 8 bytes per token of influence without a
+// relay l_start, the hidden state (d_model floats) too with a profile.
+TEST_F(Relay, CaptureMemoryIsCountedWhereItIsKept) {
+  auto bytes = [&](const char* capture, bool profile) {
+    ServingOptions o = options();
+    o.relay_capture = capture;
+    if (profile) o.relay_profile = agentkv::test::source_dir() + "/profiles/smollm2-135m-instruct-q4_1.relay.json";
+    auto e = make(o);
+    return e ? e->stats().kv_bytes_per_block : 0;
+  };
+  const int64_t kv = int64_t{kLayers} * 2 * kBs * 192 * 4;  // SmolLM2: 3 KV heads x 64
+  EXPECT_EQ(bytes("off", true), kv);
+  EXPECT_EQ(bytes("on-request", false), kv + kBs * 8);
+  EXPECT_EQ(bytes("on-request", true), kv + kBs * 8 + kBs * (576 * 4 + 4));
+}
+
 TEST_F(Relay, BadProfilesAreClearErrors) {
   const std::string dir = ::testing::TempDir();
   auto start = [&](const std::string& path) {
