@@ -26,33 +26,49 @@ struct KvSharingParams {
   std::optional<double> influence_threshold;  // relay: influence >= this x its mean selects, >= 0 (tau_inf)
   std::optional<int32_t> suffix_tokens;       // relay: last reused tokens of each segment always selected, >= 0
 
-  bool empty() const {
-    return !ratio && !recompute_tokens && !check_layer && !boundary_layer && !overflow_blocks && !tail_tokens &&
-           !min_segment_tokens && !l_start && !l_det && !l_end && !dev_threshold && !influence_threshold &&
-           !suffix_tokens;
-  }
-
+  bool empty() const;
   // This request's parameters, with each unset one taken from `defaults`.
-  KvSharingParams with_defaults(const KvSharingParams& defaults) const {
-    KvSharingParams p = *this;
-    auto fill = [](auto& field, const auto& from) {
-      if (!field) field = from;
-    };
-    fill(p.ratio, defaults.ratio);
-    fill(p.recompute_tokens, defaults.recompute_tokens);
-    fill(p.check_layer, defaults.check_layer);
-    fill(p.boundary_layer, defaults.boundary_layer);
-    fill(p.overflow_blocks, defaults.overflow_blocks);
-    fill(p.tail_tokens, defaults.tail_tokens);
-    fill(p.min_segment_tokens, defaults.min_segment_tokens);
-    fill(p.l_start, defaults.l_start);
-    fill(p.l_det, defaults.l_det);
-    fill(p.l_end, defaults.l_end);
-    fill(p.dev_threshold, defaults.dev_threshold);
-    fill(p.influence_threshold, defaults.influence_threshold);
-    fill(p.suffix_tokens, defaults.suffix_tokens);
-    return p;
-  }
+  KvSharingParams with_defaults(const KvSharingParams& defaults) const;
 };
+
+// Every parameter by its API name (the "kv_sharing" object's keys, the
+// bench specs' KEY=VALUE), in the order errors list them: exactly one of
+// the two members is set.
+struct KvSharingField {
+  const char* name;
+  std::optional<int32_t> KvSharingParams::*integer = nullptr;
+  std::optional<double> KvSharingParams::*real = nullptr;
+};
+inline constexpr KvSharingField kKvSharingFields[] = {
+    {"ratio", nullptr, &KvSharingParams::ratio},
+    {"recompute_tokens", &KvSharingParams::recompute_tokens},
+    {"check_layer", &KvSharingParams::check_layer},
+    {"boundary_layer", &KvSharingParams::boundary_layer},
+    {"overflow_blocks", &KvSharingParams::overflow_blocks},
+    {"tail_tokens", &KvSharingParams::tail_tokens},
+    {"min_segment_tokens", &KvSharingParams::min_segment_tokens},
+    {"l_start", &KvSharingParams::l_start},
+    {"l_det", &KvSharingParams::l_det},
+    {"l_end", &KvSharingParams::l_end},
+    {"dev_threshold", nullptr, &KvSharingParams::dev_threshold},
+    {"influence_threshold", nullptr, &KvSharingParams::influence_threshold},
+    {"suffix_tokens", &KvSharingParams::suffix_tokens},
+};
+
+inline bool KvSharingParams::empty() const {
+  for (const KvSharingField& f : kKvSharingFields) {
+    if (f.integer ? (this->*f.integer).has_value() : (this->*f.real).has_value()) return false;
+  }
+  return true;
+}
+
+inline KvSharingParams KvSharingParams::with_defaults(const KvSharingParams& defaults) const {
+  KvSharingParams p = *this;
+  for (const KvSharingField& f : kKvSharingFields) {
+    if (f.integer && !(p.*f.integer)) p.*f.integer = defaults.*f.integer;
+    if (f.real && !(p.*f.real)) p.*f.real = defaults.*f.real;
+  }
+  return p;
+}
 
 }  // namespace agentkv

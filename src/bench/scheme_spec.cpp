@@ -35,28 +35,17 @@ Result<SchemeSpec> parse_scheme_spec(const std::string& spec) {
         return make_error(ErrorCode::kInvalidArgument, "--schemes: '", s.scheme, "' takes no value");
       }
     }
+    const KvSharingField* f = nullptr;
+    for (const KvSharingField& c : kKvSharingFields) {
+      if (key == c.name) f = &c;
+    }
+    if (f == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown parameter '", key, "'");
     try {
       size_t used = 0;
-      std::optional<double>* real = key == "ratio"                 ? &p.ratio
-                                    : key == "dev_threshold"       ? &p.dev_threshold
-                                    : key == "influence_threshold" ? &p.influence_threshold
-                                                                   : nullptr;
-      if (real != nullptr) {
-        *real = std::stod(v, &used);
+      if (f->real) {
+        p.*f->real = std::stod(v, &used);
       } else {
-        std::optional<int32_t>* dst = key == "recompute_tokens"     ? &p.recompute_tokens
-                                      : key == "check_layer"        ? &p.check_layer
-                                      : key == "boundary_layer"     ? &p.boundary_layer
-                                      : key == "overflow_blocks"    ? &p.overflow_blocks
-                                      : key == "tail_tokens"        ? &p.tail_tokens
-                                      : key == "min_segment_tokens" ? &p.min_segment_tokens
-                                      : key == "l_start"            ? &p.l_start
-                                      : key == "l_det"              ? &p.l_det
-                                      : key == "l_end"              ? &p.l_end
-                                      : key == "suffix_tokens"      ? &p.suffix_tokens
-                                                                    : nullptr;
-        if (dst == nullptr) return make_error(ErrorCode::kInvalidArgument, "--schemes: unknown parameter '", key, "'");
-        *dst = std::stoi(v, &used);
+        p.*f->integer = std::stoi(v, &used);
       }
       if (used != v.size()) throw std::invalid_argument(v);
     } catch (const std::exception&) {

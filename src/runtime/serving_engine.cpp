@@ -137,11 +137,18 @@ class ServingEngineImpl final : public ServingEngine {
   void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
   void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
   void mark_scheduled(ServeId id, Live& l);
-  // ServeEvent::reuse_rate of a request whose prefill is done.
+  // K/V entries of the prompt positions the request prefilled (not served
+  // by the prefix cache), and those of them copied instead of computed
+  // (0 without segment reuse); their ratio is ServeEvent::reuse_rate.
+  int64_t prefilled_entries(const Live& l, int32_t cached) const {
+    return int64_t{l.n_prompt - cached} * model_->spec.n_layers;
+  }
+  int64_t reused_entries(const Live& l, int32_t cached) const {
+    return l.reused_tokens == 0 ? 0 : std::max<int64_t>(0, prefilled_entries(l, cached) - l.prefill_token_layers);
+  }
   double reuse_rate(const Live& l, int32_t cached) const {
-    const int64_t entries = int64_t{l.n_prompt - cached} * model_->spec.n_layers;
-    if (l.reused_tokens == 0 || entries <= 0) return 0.0;
-    return std::max(0.0, 1.0 - static_cast<double>(l.prefill_token_layers) / static_cast<double>(entries));
+    const int64_t all = prefilled_entries(l, cached);
+    return all > 0 ? static_cast<double>(reused_entries(l, cached)) / static_cast<double>(all) : 0.0;
   }
   void publish_stats();
   // Runs fn on the engine thread (the KV manager's owner) and waits for it.
@@ -872,10 +879,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
     stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
     stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
-    if (ev.reused_tokens > 0) {
-      const int64_t entries = int64_t{l.n_prompt - ev.cached_tokens} * model_->spec.n_layers;
-      stats_.reused_token_layers_by_scheme[l.sharing.scheme] += std::max<int64_t>(0, entries - l.prefill_token_layers);
-    }
+    if (ev.reused_tokens > 0) stats_.reused_token_layers_by_scheme[l.sharing.scheme] += reused_entries(l, ev.cached_tokens);
   }
   if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
   const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();

@@ -167,16 +167,13 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
   } else if (v->is_object()) {
     for (const auto& [key, val] : v->items()) {
       (void)val;
-      static const char* const kKeys[] = {"scheme",          "ratio",         "recompute_tokens",   "check_layer",
-                                          "boundary_layer",  "overflow_blocks", "tail_tokens",      "min_segment_tokens",
-                                          "l_start",         "l_det",         "l_end",              "dev_threshold",
-                                          "influence_threshold", "suffix_tokens"};
-      if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
-        return bad_request("kv_sharing." + key, "unknown kv_sharing parameter '" + key +
-                                                    "' (expected scheme, ratio, recompute_tokens, check_layer, "
-                                                    "boundary_layer, overflow_blocks, tail_tokens, min_segment_tokens, "
-                                                    "l_start, l_det, l_end, dev_threshold, influence_threshold, "
-                                                    "suffix_tokens)");
+      const bool known = key == "scheme" || std::any_of(std::begin(kKvSharingFields), std::end(kKvSharingFields),
+                                                         [&](const KvSharingField& f) { return key == f.name; });
+      if (!known) {
+        std::string expected = "scheme";
+        for (const KvSharingField& f : kKvSharingFields) expected += std::string(", ") + f.name;
+        return bad_request("kv_sharing." + key,
+                           "unknown kv_sharing parameter '" + key + "' (expected " + expected + ")");
       }
     }
     const json* name = field(*v, "scheme");
@@ -184,31 +181,18 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
     if (!name->is_string()) return wrong_type("kv_sharing.scheme", "a string", *name);
     s.kv_sharing = name->get<std::string>();
     KvSharingParams& p = s.kv_sharing_params;
-    const std::pair<const char*, std::optional<double>*> reals[] = {
-        {"ratio", &p.ratio}, {"dev_threshold", &p.dev_threshold}, {"influence_threshold", &p.influence_threshold}};
-    for (const auto& [key, dst] : reals) {
-      const json* r = field(*v, key);
-      if (!r) continue;
-      if (!r->is_number()) return wrong_type(std::string("kv_sharing.") + key, "a number", *r);
-      *dst = r->get<double>();
-    }
-    const std::pair<const char*, std::optional<int32_t>*> ints[] = {{"recompute_tokens", &p.recompute_tokens},
-                                                                    {"check_layer", &p.check_layer},
-                                                                    {"boundary_layer", &p.boundary_layer},
-                                                                    {"overflow_blocks", &p.overflow_blocks},
-                                                                    {"tail_tokens", &p.tail_tokens},
-                                                                    {"min_segment_tokens", &p.min_segment_tokens},
-                                                                    {"l_start", &p.l_start},
-                                                                    {"l_det", &p.l_det},
-                                                                    {"l_end", &p.l_end},
-                                                                    {"suffix_tokens", &p.suffix_tokens}};
-    for (const auto& [key, dst] : ints) {
-      const json* n = field(*v, key);
-      if (!n) continue;
-      int64_t x = 0;
-      const std::string param = std::string("kv_sharing.") + key;
-      AKV_API_TRY(read_int(*n, param, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), x));
-      *dst = static_cast<int32_t>(x);
+    for (const KvSharingField& f : kKvSharingFields) {
+      const json* x = field(*v, f.name);
+      if (!x) continue;
+      const std::string param = std::string("kv_sharing.") + f.name;
+      if (f.real) {
+        if (!x->is_number()) return wrong_type(param, "a number", *x);
+        p.*f.real = x->get<double>();
+      } else {
+        int64_t n = 0;
+        AKV_API_TRY(read_int(*x, param, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), n));
+        p.*f.integer = static_cast<int32_t>(n);
+      }
     }
   } else {
     return wrong_type("kv_sharing", "a string or an object", *v);
