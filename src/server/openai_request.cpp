@@ -165,8 +165,10 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
   if (v->is_string()) {
     s.kv_sharing = v->get<std::string>();
   } else if (v->is_object()) {
-    for (const auto& [key, val] : v->items()) {
-      (void)val;
+    for (const auto& item : v->items()) {
+      // A named string, not a structured binding: clang 14 (the fuzz build)
+      // rejects a lambda that captures a binding.
+      const std::string& key = item.key();
       const bool known = key == "scheme" || std::any_of(std::begin(kKvSharingFields), std::end(kKvSharingFields),
                                                          [&](const KvSharingField& f) { return key == f.name; });
       if (!known) {
@@ -334,6 +336,7 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   AKV_API_TRY(read_logit_bias(obj, limits, s.logit_bias));
   AKV_API_TRY(read_stop_token_ids(obj, limits, s.stop_token_ids));
   AKV_API_TRY(read_bool(obj, "ignore_eos", s.ignore_eos));
+  AKV_API_TRY(read_bool(obj, "return_token_ids", s.return_token_ids));
   if (const json* v = field(obj, "seed")) {
     int64_t seed = 0;
     AKV_API_TRY(read_int(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed));
