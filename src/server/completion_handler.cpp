@@ -22,6 +22,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(100);
 
+std::vector<int32_t> token_ids_of(const std::vector<SampleResult>& samples) {
+  std::vector<int32_t> ids;
+  ids.reserve(samples.size());
+  for (const SampleResult& s : samples) ids.push_back(s.id);
+  return ids;
+}
+
 std::vector<TokenLogprob> to_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& samples) {
   std::vector<TokenLogprob> out;
   out.reserve(samples.size());
@@ -257,6 +264,7 @@ void respond_whole(Job& job, httplib::Response& res) {
     choice.finish_reason = finish_reason_name(ch.last.finish);
     choice.text_offset = echo.size();
     if (job.prep.want_logprobs) choice.logprobs = to_logprobs(tok, ch.samples);
+    if (job.prep.want_token_ids) choice.token_ids = token_ids_of(ch.samples);
     if (job.prep.echo_logprobs) {
       std::vector<TokenLogprob> lps = echo_logprobs(job, ch.prompt);
       lps.insert(lps.end(), choice.logprobs->begin(), choice.logprobs->end());
@@ -289,6 +297,7 @@ void stream_event(Job& job, int c, const ServeEvent& e, std::string& out) {
     choice.finish_reason = reason;
     choice.logprobs = std::move(lps);
     choice.text_offset = ch.text_offset;
+    if (job.prep.want_token_ids) choice.token_ids = token_ids_of(e.samples);
     out += sse_event(completion_chunk(job.meta, choice));
     if (choice.logprobs) {
       for (const TokenLogprob& t : *choice.logprobs) ch.text_offset += t.token.size();

@@ -55,6 +55,7 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
     if (p.echo_logprobs) base.prompt_logprobs = *c.logprobs;
     sf = std::move(c.sampling);
   }
+  p.want_token_ids = sf.return_token_ids;
   ApiResult<std::string> adapter = resolve_model(*env.engine, env.model_name, sf.model);
   if (!adapter.ok()) return adapter.error();
   base.adapter = std::move(adapter).value();

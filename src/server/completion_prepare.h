@@ -24,6 +24,7 @@ struct Prepared {
   bool stream = false;
   bool include_usage = false;
   bool want_logprobs = false;
+  bool want_token_ids = false;  // return_token_ids: choices carry their generated ids
   bool echo_logprobs = false;  // completions echo + logprobs: the prompt's tokens are scored too
   std::string model;           // the name the response carries: the base's or the adapter's
 

@@ -60,6 +60,7 @@ struct SamplingFields {
   std::vector<std::string> stop;          // <= 4 non-empty strings
   std::vector<int32_t> stop_token_ids;    // vLLM: ids that end generation (not emitted)
   bool ignore_eos = false;                // vLLM: keep generating past end-of-generation tokens
+  bool return_token_ids = false;          // vLLM: each choice also carries its generated "token_ids"
   bool stream = false;
   bool include_usage = false;             // stream_options.include_usage
   std::optional<std::string> cache_salt;  // non-empty when present

@@ -89,6 +89,7 @@ json completion_response(const ResponseMeta& meta, const std::vector<Choice>& ch
   for (const Choice& choice : choices) {
     json c = {{"index", choice.index}, {"text", choice.text}, {"finish_reason", nullable(choice.finish_reason)}};
     c["logprobs"] = choice.logprobs ? completion_logprobs_json(*choice.logprobs, choice.text_offset) : json(nullptr);
+    if (choice.token_ids) c["token_ids"] = *choice.token_ids;
     out["choices"].push_back(std::move(c));
   }
   out["usage"] = usage_json(usage);
@@ -103,6 +104,7 @@ json chat_completion_response(const ResponseMeta& meta, const std::vector<Choice
               {"message", {{"role", "assistant"}, {"content", choice.text}}},
               {"finish_reason", nullable(choice.finish_reason)}};
     c["logprobs"] = choice.logprobs ? chat_logprobs_json(*choice.logprobs) : json(nullptr);
+    if (choice.token_ids) c["token_ids"] = *choice.token_ids;
     out["choices"].push_back(std::move(c));
   }
   out["usage"] = usage_json(usage);
@@ -121,6 +123,7 @@ json completion_chunk(const ResponseMeta& meta, const Choice& choice) {
   json out = header(meta, "text_completion");
   json c = {{"index", choice.index}, {"text", choice.text}, {"finish_reason", nullable(choice.finish_reason)}};
   c["logprobs"] = choice.logprobs ? completion_logprobs_json(*choice.logprobs, choice.text_offset) : json(nullptr);
+  if (choice.token_ids) c["token_ids"] = *choice.token_ids;
   out["choices"] = json::array({std::move(c)});
   return out;
 }

@@ -59,6 +59,9 @@ struct Choice {
   std::string finish_reason;  // "stop" | "length"; empty -> null (streaming, unfinished)
   std::optional<std::vector<TokenLogprob>> logprobs;  // absent -> "logprobs": null
   std::size_t text_offset = 0;  // completions: byte offset of text's start (prompt length when echoing)
+  // return_token_ids (vLLM's extension): the generated token ids, "token_ids"; absent: omitted.
+  // Agents that pass one another's output on append these instead of re-tokenizing the text.
+  std::optional<std::vector<int32_t>> token_ids;
 };
 
 // "<prefix>-<16 hex digits>", e.g. format_response_id("chatcmpl", n).

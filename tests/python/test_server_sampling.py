@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from server_util import metric
+from server_util import metric, read_sse
 
 openai = pytest.importorskip("openai")
 
@@ -98,6 +98,36 @@ def test_ignore_eos_runs_to_max_tokens(client):
     assert stopped.choices[0].finish_reason == "stop" and stopped.usage.completion_tokens == 0
     kept = complete(client, max_tokens=4, logit_bias={str(eos): 100}, ignore_eos=True)
     assert kept.choices[0].finish_reason == "length" and kept.usage.completion_tokens == 4
+
+
+def test_return_token_ids_gives_the_generated_ids(server):
+    # vLLM's extension: agents append a reply's ids to the next prompt
+    # instead of re-tokenizing its text. The ids decode to the text, and the
+    # stream carries the same ids chunk by chunk.
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 6, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+    status, r = post(server, "/v1/completions", body)
+    assert status == 200
+    ids = r["choices"][0]["token_ids"]
+    assert len(ids) == r["usage"]["completion_tokens"] == 6
+    assert post(server, "/detokenize", {"model": MODEL, "tokens": ids})[1]["prompt"] == r["choices"][0]["text"]
+    status, plain = post(server, "/v1/completions", {**body, "return_token_ids": False})
+    assert status == 200 and "token_ids" not in plain["choices"][0]
+    status, chat = post(server, "/v1/chat/completions", {"model": MODEL, "max_tokens": 3, "temperature": 0,
+                                                         "messages": [{"role": "user", "content": "Hi"}],
+                                                         "return_token_ids": True})
+    assert status == 200 and len(chat["choices"][0]["token_ids"]) == chat["usage"]["completion_tokens"]
+    conn = server.connection()
+    try:
+        conn.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}),
+                     headers={"Content-Type": "application/json"})
+        chunks, done, bad = read_sse(conn.getresponse())
+    finally:
+        conn.close()
+    assert done and not bad
+    assert [t for c in chunks for ch in c["choices"] for t in ch.get("token_ids", [])] == ids
+    status, bad = post(server, "/v1/completions", {**body, "return_token_ids": 1})
+    assert status == 400 and bad["error"]["param"] == "return_token_ids"
 
 
 def distinct_ratio(tokens):
