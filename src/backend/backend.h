@@ -40,6 +40,31 @@ struct KvLayerView {
   int32_t head_dim = 0;
 };
 
+// Flash-LoRA-Attention (LRAgent Alg. 1, App. B; SCHEMES.md §1.2): a
+// sequence s with b[s] set reads V = V_base + scale[s] · V_lr · B^T, where
+// V_lr is the rank-r row X·A^T the LR cache keeps per token (one row per
+// token, shared by every kv head, stored before scaling) and B (kv_dim,
+// rank[s]) is the adapter's v_proj lora_B; kv head h uses rows [h·D,
+// (h+1)·D) of B (GQA). The kernel never forms that V: a second accumulator
+// of width r follows the same online softmax, and per query head
+//   O = (P·V_base + scale · (P·V_lr) · B_h^T) / l.
+// LR rows are paged like K/V, with their own block table (the LR cache has
+// its own pool and lineage) over blocks of the same block_size.
+struct LrAttention {
+  const float* lr = nullptr;              // this layer: LR row of token t of LR block b at lr + b * block_stride + t * width
+  int64_t block_stride = 0;               // floats between consecutive LR blocks
+  int32_t width = 0;                      // floats per LR row, >= every rank[s]
+  const int32_t* block_indptr = nullptr;  // [n_seqs + 1] LR block table, CSR
+  const int32_t* block_ids = nullptr;
+  const float* const* b = nullptr;        // [n_seqs] B (kv_dim, rank[s]) row-major; null: the sequence has no LR
+  const int32_t* rank = nullptr;          // [n_seqs]
+  const float* scale = nullptr;           // [n_seqs] lora_alpha / r
+  // Reference path, for benchmarks: expand each sequence's V rows once per
+  // call (L · r · kv_dim multiply-adds) and attend over them, as an engine
+  // without Flash-LoRA-Attention would. Equal to rounding.
+  bool expand = false;
+};
+
 // Host-side description of one Step's attention, built once per Step and used
 // by every layer. Rows of sequence s are q rows [row_indptr[s], row_indptr[s+1]);
 // its KV blocks are block_ids[block_indptr[s] .. block_indptr[s+1]); KV position
@@ -61,6 +86,8 @@ struct AttentionPlan {
   const int32_t* colsum_slot = nullptr;  // [n_rows] or nullptr
   float* colsum = nullptr;
   int64_t colsum_stride = 0;             // >= the longest row_pos + 1
+  // Optional: sequences whose V has a low-rank part (LRAgent), or nullptr.
+  const LrAttention* lr = nullptr;
 };
 
 // A weight matrix kept in its file's block format: n rows of k elements, each
@@ -155,9 +182,15 @@ class backend_i {
   virtual void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,
                     int64_t n) = 0;
 
+  // The LR cache's rows (LRAgent): for i < n_rows, t[i, :rank] =
+  // x[rows[i], :] · a^T, unscaled, with a (rank, k) a lora_A. t: (n_rows, rank).
+  virtual void lora_down(const float* x, int64_t k, const float* a, int32_t rank, const int32_t* rows,
+                         int64_t n_rows, float* t) = 0;
+
   // out[rows, n_heads, head_dim] = softmax(q K^T * scale, causal by position) V
   // over each row's sequence blocks. GQA: query head h reads kv head
-  // h / (n_heads / kv_heads).
+  // h / (n_heads / kv_heads). With plan.lr, V of the sequences it names has
+  // a low-rank part (Flash-LoRA-Attention, LrAttention above).
   virtual void attention(const AttentionPlan& plan, const float* q, int32_t n_heads, const KvLayerView& kv,
                          float scale, float* out) = 0;
 

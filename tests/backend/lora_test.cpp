@@ -108,3 +108,46 @@ TEST(Lora, DegenerateShapes) {
 
 }  // namespace
 }  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+// lora_down, the LR cache's rows (LRAgent): t[i] = x[rows[i]] · A^T,
+// unscaled, against the definition; and a row's t does not depend on how
+// many rows share the call (it is written to a cache others read).
+TEST(LoraDown, MatchesDefinitionAndIsRowCountInvariant) {
+  std::mt19937 rng(21);
+  for (int threads : {1, 2}) {
+    auto be = backend_cpu_init({.n_threads = threads});
+    for (int32_t rank : {1, 8, 64}) {
+      const int64_t n_total = 40, k = 576;
+      auto x = test::random_vec(rng, size_t(n_total * k));
+      auto a = test::random_vec(rng, size_t(rank * k), -0.2f, 0.2f);
+      for (const std::vector<int32_t>& rows :
+           {std::vector<int32_t>{7}, std::vector<int32_t>{3, 9, 1}, std::vector<int32_t>{0, 5, 6, 7, 8, 20, 39},
+            [] {
+              std::vector<int32_t> v(32);
+              std::iota(v.begin(), v.end(), 4);
+              return v;
+            }()}) {
+        SCOPED_TRACE("threads=" + std::to_string(threads) + " rank=" + std::to_string(rank) +
+                     " rows=" + std::to_string(rows.size()));
+        std::vector<double> want(rows.size() * rank);
+        for (size_t i = 0; i < rows.size(); ++i)
+          for (int32_t q = 0; q < rank; ++q)
+            for (int64_t c = 0; c < k; ++c) want[i * rank + q] += double(x[rows[i] * k + c]) * a[q * k + c];
+        std::vector<float> t(rows.size() * rank, NAN);
+        be->lora_down(x.data(), k, a.data(), rank, rows.data(), int64_t(rows.size()), t.data());
+        EXPECT_TRUE(test::all_close(t, want, 1e-5));
+        for (size_t i = 0; i < rows.size(); ++i) {
+          std::vector<float> alone(rank, NAN);
+          be->lora_down(x.data(), k, a.data(), rank, &rows[i], 1, alone.data());
+          for (int32_t q = 0; q < rank; ++q) ASSERT_EQ(alone[q], t[i * rank + q]) << "row " << rows[i];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace agentkv

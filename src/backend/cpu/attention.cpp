@@ -9,6 +9,13 @@
 // of the item. Softmax is online (FlashAttention's running max and sum), so
 // nothing of size kv_len is materialised. Items are handed out dynamically,
 // largest first: under a causal mask later rows cost more.
+//
+// Flash-LoRA-Attention (AttentionPlan::lr, LRAgent Alg. 1): a sequence with
+// a low-rank V part keeps a second accumulator of the LR rows' width under
+// the same probabilities and rescales, and adds scale · acc_lr · B_h^T to
+// the output before the division by the softmax sum. The expand reference
+// path instead materialises V_base + scale · V_lr · B^T for the sequence's
+// keys once and attends over it.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -44,6 +51,18 @@ struct Scratch {
   // softmax_tile left them, and the running max they are relative to.
   std::vector<float> hist;       // [nq, keys]
   std::vector<float> hist_m;     // [nq, tiles]
+  // Flash-LoRA-Attention: the tile's LR rows and the low-rank accumulator.
+  std::vector<const float*> lp;  // [kKeys]
+  std::vector<float> acc_lr;     // [nq, rank] unnormalised P·V_lr
+};
+
+// One sequence's low-rank V part, resolved from the plan for run_item.
+struct SeqLr {
+  const float* b = nullptr;      // (kv_dim, rank) or null: no LR part
+  const int32_t* blocks = nullptr;
+  int32_t rank = 0;
+  float scale = 0.0f;
+  const float* vexp = nullptr;   // expand path: [n_keys, kv_dim] V rows already expanded
 };
 
 // kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
@@ -224,7 +243,7 @@ void softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum) {
 }
 
 void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t n_heads,
-              const KvLayerView& kv, float scale, float* out, Scratch& sc) {
+              const KvLayerView& kv, float scale, float* out, Scratch& sc, const SeqLr& lr) {
   const int D = kv.head_dim;
   const int64_t width = int64_t(kv.kv_heads) * D;
   const int nh = it.h1 - it.h0;
@@ -254,6 +273,14 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
     for (int32_t r = it.r0; r < it.r1; ++r) colsums |= plan.colsum_slot[r] >= 0;
   }
   const int32_t n_tiles = (pmax + kKeys) / kKeys;
+  // Flash-LoRA-Attention: the LR rows ride along (the expand path has
+  // already folded them into its V rows).
+  const bool lr_acc = lr.b != nullptr && lr.vexp == nullptr;
+  const int R = lr_acc ? lr.rank : 0;
+  if (lr_acc) {
+    sc.lp.resize(kKeys);
+    sc.acc_lr.assign(size_t(nq) * R, 0.0f);
+  }
   if (colsums) {
     sc.hist.resize(size_t(nq) * size_t(n_tiles) * kKeys);
     sc.hist_m.resize(size_t(nq) * size_t(n_tiles));
@@ -264,7 +291,8 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
       int32_t j = j0 + t;
       int64_t off = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(j % bs) * width + int64_t(it.kvh) * D;
       sc.kp[t] = kv.k + off;
-      sc.vp[t] = kv.v + off;
+      sc.vp[t] = lr.vexp != nullptr ? lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D : kv.v + off;
+      if (lr_acc) sc.lp[t] = plan.lr->lr + int64_t(lr.blocks[j / bs]) * plan.lr->block_stride + int64_t(j % bs) * plan.lr->width;
     }
     gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
     tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
@@ -275,14 +303,17 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
       float m_new, sum;
       softmax_tile(p, valid, sc.m[qi], &m_new, &sum);
       float* acc = &sc.acc[size_t(qi) * D];
+      float* acc_lr = lr_acc ? &sc.acc_lr[size_t(qi) * R] : nullptr;
       if (sc.m[qi] != m_new) {
         const float corr = std::exp(sc.m[qi] - m_new);  // 0 on the first tile (m = -inf)
         sc.l[qi] *= corr;
         for (int d = 0; d < D; ++d) acc[d] *= corr;
+        for (int k = 0; k < R; ++k) acc_lr[k] *= corr;
       }
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
       accumulate_pv(acc, p, sc.vp.data(), valid, D);
+      if (lr_acc) accumulate_pv(acc_lr, p, sc.lp.data(), valid, R);
       if (colsums) {
         std::copy(p, p + valid, &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
         sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
@@ -309,8 +340,46 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
     int32_t h = it.h0 + qi % nh;
     float* o = out + (int64_t(r) * n_heads + h) * D;
     const float inv = 1.0f / sc.l[qi];
-    for (int d = 0; d < D; ++d) o[d] = sc.acc[size_t(qi) * D + d] * inv;
+    float* acc = &sc.acc[size_t(qi) * D];
+    if (lr_acc) {
+      // O += scale · acc_lr · B_h^T (Alg. 1, line 12), before the division.
+      const float* al = &sc.acc_lr[size_t(qi) * R];
+      const float* bh = lr.b + int64_t(it.kvh) * D * R;
+      for (int d = 0; d < D; ++d) {
+        float t = 0.0f;
+        for (int k = 0; k < R; ++k) t += al[k] * bh[int64_t(d) * R + k];
+        acc[d] += lr.scale * t;
+      }
+    }
+    for (int d = 0; d < D; ++d) o[d] = acc[d] * inv;
   }
+}
+
+// The expand path's V rows of one sequence: vexp[j] = V_base[j] + scale ·
+// (V_lr[j] · B^T) for keys j < n_keys, over the pool's threads.
+template <typename ParallelFor>
+void expand_values(const AttentionPlan& plan, int32_t seq, const KvLayerView& kv, int32_t n_keys,
+                   std::vector<float>& vexp, ParallelFor&& parallel_for) {
+  const LrAttention& lr = *plan.lr;
+  const int64_t width = int64_t(kv.kv_heads) * kv.head_dim;
+  const int32_t R = lr.rank[seq], bs = kv.block_size;
+  const int32_t* blocks = plan.block_ids + plan.block_indptr[seq];
+  const int32_t* lr_blocks = lr.block_ids + lr.block_indptr[seq];
+  const float* b = lr.b[seq];
+  const float sc = lr.scale[seq];
+  vexp.resize(size_t(n_keys) * width);
+  parallel_for(n_keys, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* v = kv.v + int64_t(blocks[j / bs]) * kv.block_stride + (j % bs) * width;
+      const float* l = lr.lr + int64_t(lr_blocks[j / bs]) * lr.block_stride + (j % bs) * lr.width;
+      float* o = &vexp[size_t(j) * width];
+      for (int64_t c = 0; c < width; ++c) {
+        float t = 0.0f;
+        for (int32_t k = 0; k < R; ++k) t += l[k] * b[c * R + k];
+        o[c] = v[c] + sc * t;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -338,12 +407,30 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   }
   std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
 
+  // Each sequence's low-rank V part (Flash-LoRA-Attention), or its expanded
+  // V rows on the reference path.
+  std::vector<SeqLr> lrs(plan.n_seqs);
+  std::vector<std::vector<float>> vexp;
+  if (plan.lr != nullptr) {
+    const LrAttention& lr = *plan.lr;
+    if (lr.expand) vexp.resize(plan.n_seqs);
+    for (int32_t s = 0; s < plan.n_seqs; ++s) {
+      if (lr.b[s] == nullptr || plan.row_indptr[s] == plan.row_indptr[s + 1]) continue;
+      lrs[s] = SeqLr{lr.b[s], lr.block_ids + lr.block_indptr[s], lr.rank[s], lr.scale[s], nullptr};
+      if (!lr.expand) continue;
+      int32_t pmax = 0;
+      for (int32_t r = plan.row_indptr[s]; r < plan.row_indptr[s + 1]; ++r) pmax = std::max(pmax, plan.row_pos[r]);
+      expand_values(plan, s, kv, pmax + 1, vexp[s], [&](int64_t n, auto&& fn) { parallel_for(n, 16, fn); });
+      lrs[s].vexp = vexp[s].data();
+    }
+  }
+
   std::atomic<int64_t> next{0};
   const int64_t n_items = int64_t(items.size());
   auto worker = [&](int64_t, int64_t, int) {
     Scratch sc;
     for (int64_t i = next.fetch_add(1); i < n_items; i = next.fetch_add(1))
-      run_item(items[i], plan, q, n_heads, kv, scale, out, sc);
+      run_item(items[i], plan, q, n_heads, kv, scale, out, sc, lrs[items[i].seq]);
   };
   if (pool_.size() == 1 || n_items <= 1) {
     worker(0, 1, 0);

@@ -49,6 +49,8 @@ class CpuBackend final : public backend_i {
                         float scale, float* colsum) override;
   void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,
             int64_t n) override;  // lora.cpp
+  void lora_down(const float* x, int64_t k, const float* a, int32_t rank, const int32_t* rows, int64_t n_rows,
+                 float* t) override;  // lora.cpp
 
  private:
   // Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on one

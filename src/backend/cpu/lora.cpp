@@ -88,3 +88,37 @@ void CpuBackend::lora(const float* x, int64_t k, const LoraView& w, const int32_
 }
 
 }  // namespace agentkv
+
+namespace agentkv {
+
+// The LR cache's rows: t[i] = x[rows[i]] · A^T, the first half of lora()
+// without the scale, on the same two paths (so a row's t does not depend on
+// how many rows share the call: gemv_nt and matmul keep one order).
+void CpuBackend::lora_down(const float* x, int64_t k, const float* a, int32_t rank, const int32_t* rows,
+                           int64_t n_rows, float* t) {
+  if (n_rows <= 0 || rank <= 0) return;
+  const int64_t r = rank;
+  if (k <= 0) {
+    std::fill(t, t + n_rows * r, 0.0f);
+    return;
+  }
+  if (n_rows <= kLoraGemvMaxRows) {
+    const int64_t grain = std::max<int64_t>(1, kMinChunkWork / (k * n_rows));
+    parallel_for(r, grain, [&](int64_t r0, int64_t r1) {
+      for (int64_t i = 0; i < n_rows; ++i) cpu::gemv_nt(x + int64_t{rows[i]} * k, a, t + i * r, k, r0, r1, false);
+    });
+    return;
+  }
+  const float* xg = x + int64_t{rows[0]} * k;
+  if (!contiguous(rows, n_rows)) {
+    lora_x_.resize(size_t(n_rows * k));
+    parallel_for(n_rows, 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        std::memcpy(&lora_x_[size_t(i * k)], x + int64_t{rows[i]} * k, sizeof(float) * k);
+    });
+    xg = lora_x_.data();
+  }
+  matmul(xg, a, t, n_rows, k, r);
+}
+
+}  // namespace agentkv
