@@ -1,10 +1,11 @@
 // Per-request parameters of the KV-sharing schemes that have any (segment
-// reuse: naive, epic, cacheblend, sparsex, relay). Unset fields take the server's defaults;
+// reuse: naive, epic, cacheblend, sparsex, relay; droidspeak). Unset fields take the server's defaults;
 // a field on a scheme that does not use it is an error (docs/usage.md, "Segment reuse").
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace agentkv {
 
@@ -25,6 +26,9 @@ struct KvSharingParams {
   std::optional<double> dev_threshold;        // relay: V deviation >= this x its mean selects, >= 0 (tau_dev)
   std::optional<double> influence_threshold;  // relay: influence >= this x its mean selects, >= 0 (tau_inf)
   std::optional<int32_t> suffix_tokens;       // relay: last reused tokens of each segment always selected, >= 0
+  // droidspeak: the critical layers, whose K/V an agent recomputes for the
+  // tokens another agent wrote (distinct, each in [0, n_layers)).
+  std::optional<std::vector<int32_t>> critical_layers;
 
   bool empty() const;
   // This request's parameters, with each unset one taken from `defaults`.
@@ -33,11 +37,12 @@ struct KvSharingParams {
 
 // Every parameter by its API name (the "kv_sharing" object's keys, the
 // bench specs' KEY=VALUE), in the order errors list them: exactly one of
-// the two members is set.
+// the three members is set.
 struct KvSharingField {
   const char* name;
   std::optional<int32_t> KvSharingParams::*integer = nullptr;
   std::optional<double> KvSharingParams::*real = nullptr;
+  std::optional<std::vector<int32_t>> KvSharingParams::*list = nullptr;  // a JSON array of integers; "a/b/c" in bench specs
 };
 inline constexpr KvSharingField kKvSharingFields[] = {
     {"ratio", nullptr, &KvSharingParams::ratio},
@@ -53,11 +58,14 @@ inline constexpr KvSharingField kKvSharingFields[] = {
     {"dev_threshold", nullptr, &KvSharingParams::dev_threshold},
     {"influence_threshold", nullptr, &KvSharingParams::influence_threshold},
     {"suffix_tokens", &KvSharingParams::suffix_tokens},
+    {"critical_layers", nullptr, nullptr, &KvSharingParams::critical_layers},
 };
 
 inline bool KvSharingParams::empty() const {
   for (const KvSharingField& f : kKvSharingFields) {
-    if (f.integer ? (this->*f.integer).has_value() : (this->*f.real).has_value()) return false;
+    if (f.integer ? (this->*f.integer).has_value() : f.real ? (this->*f.real).has_value() : (this->*f.list).has_value()) {
+      return false;
+    }
   }
   return true;
 }
@@ -67,6 +75,7 @@ inline KvSharingParams KvSharingParams::with_defaults(const KvSharingParams& def
   for (const KvSharingField& f : kKvSharingFields) {
     if (f.integer && !(p.*f.integer)) p.*f.integer = defaults.*f.integer;
     if (f.real && !(p.*f.real)) p.*f.real = defaults.*f.real;
+    if (f.list && !(p.*f.list)) p.*f.list = defaults.*f.list;
   }
   return p;
 }

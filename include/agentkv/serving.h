@@ -109,6 +109,8 @@ struct ServeEvent {
   // request prefilled that were copied from segments instead of computed
   // (segment reuse; prefix-cache hits count in neither); 0 without reuse.
   double reuse_rate = 0;
+  // lragent-baselr for an adapter in no shared-A group: served by BaseShared rules.
+  bool lr_fallback = false;
   int32_t completion_tokens = 0;      // on the last event: tokens generated in all
   std::string kv_sharing;             // the scheme applied: the one asked for, or "none" when it does
                                       // not apply to the adapter's kind (ICaRus for a plain LoRA)
@@ -123,6 +125,10 @@ struct ServeEvent {
 // Called on the engine thread. It must not block and must not call back into
 // the engine (queue the event and return).
 using ServeSink = std::function<void(ServeEvent&&)>;
+
+// LR blocks per K/V block in the budget: an LR cache per agent of LRAgent's
+// three-agent team (plan, action, reflect) under BaseShared.
+inline constexpr int32_t kLrBlocksPerKvBlock = 3;
 
 struct ServingOptions {
   std::string model_path;
@@ -150,6 +156,13 @@ struct ServingOptions {
   // A relay layer profile (agentkv profile-relay) for this model: its layers
   // become the defaults of l_start, l_det and l_end. "" = none.
   std::string relay_profile;
+  // LRAgent's LR cache (lragent-base, lragent-baselr): room for v_proj LoRA
+  // ranks up to this (0: no LR cache; those schemes then refuse requests).
+  // It takes kLrBlocksPerKvBlock LR blocks per K/V block of the budget.
+  int32_t lr_cache_rank = 8;
+  // Attention reads the LR cache with Flash-LoRA-Attention (true) or over V
+  // expanded per step (false: what an engine without it does; benchmarks).
+  bool flash_lora = true;
   // Adapters registered at start: name, path (PEFT dir or GGUF LoRA), kind
   // override ("" = from the file; "lora", "alora", "icarus").
   struct AdapterSpec {
@@ -164,6 +177,11 @@ struct ServedModel {
   std::string kind;   // "base", "lora", "alora", "icarus"
   std::string id;     // adapter content hash ("" for the base)
   int32_t rank = 0;
+  // LRAgent's shared-A group: the v_proj A id and the other adapters with
+  // that very A; empty when it shares with none (lragent-baselr then keeps
+  // BaseShared rules for it).
+  std::string shared_a_group;
+  std::vector<std::string> shared_a_with;
 };
 
 // Per-adapter counters (cumulative), and cached prompt tokens per scheme.
@@ -181,7 +199,12 @@ struct ServingStats {
   int32_t kv_blocks_cached = 0;
   int32_t kv_blocks_free = 0;
   int32_t kv_blocks_total = 0;
-  int64_t kv_bytes_per_block = 0;
+  int64_t kv_bytes_per_block = 0;    // K/V and the components kept with it (not the LR cache)
+  int32_t lr_blocks_used = 0;         // LRAgent's LR cache: held, cached (evictable) and all blocks
+  int32_t lr_blocks_cached = 0;
+  int32_t lr_blocks_total = 0;
+  int64_t lr_bytes_per_block = 0;
+  int64_t lr_fallback_requests = 0;   // cumulative: lragent-baselr requests served by BaseShared rules
   int64_t prefix_hit_tokens = 0;      // cumulative
   int64_t prompt_tokens = 0;          // cumulative, admitted requests
   int64_t preemptions = 0;            // cumulative

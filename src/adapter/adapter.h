@@ -56,6 +56,10 @@ struct Adapter {
   std::vector<int32_t> invocation_tokens;  // kAlora: the activation sequence (non-empty)
   std::vector<LoraLayer> layers;           // one per base layer
   std::string source;    // where it was loaded from, for messages
+  // Hex hash of the v_proj lora_A of every layer (adapter_v_a_id): adapters
+  // with bit-identical v_proj A form a shared-A group (LRAgent), whose LR
+  // caches are interchangeable. "" when the adapter has no v_proj LoRA.
+  std::string v_a_id;
 };
 
 }  // namespace agentkv

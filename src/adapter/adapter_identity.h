@@ -23,4 +23,15 @@ using AdapterFileBytes = std::pair<std::string, std::span<const uint8_t>>;
 // identity because it changes which KV an adapter may share.
 std::string adapter_content_id(AdapterKind kind, const std::vector<AdapterFileBytes>& files);
 
+// Hex XXH3-128 over the v_proj lora_A of every layer (rank, input size and
+// the floats' bytes), "" when no layer has one: the key of an adapter's
+// shared-A group (LRAgent BaseLRShared: X·A is the same for every adapter
+// of the group, so their LR caches are one).
+std::string adapter_v_a_id(const Adapter& a);
+
+// Whether two adapters' v_proj A are bit for bit the same in every layer
+// (what a matching v_a_id promises; checked, so a hash collision never
+// shares an LR cache).
+bool adapter_v_a_equal(const Adapter& x, const Adapter& y);
+
 }  // namespace agentkv

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "adapter/adapter_identity.h"
 #include "adapter/gguf_lora_loader.h"
 #include "adapter/peft_loader.h"
 #include "format/gguf_cursor.h"  // quoted_name
@@ -60,6 +61,7 @@ Result<std::shared_ptr<const Adapter>> AdapterRegistry::load(const std::string& 
 
 Result<std::shared_ptr<const Adapter>> AdapterRegistry::add(Adapter adapter) {
   AKV_RETURN_IF_ERROR(check_adapter_name(adapter.name));
+  adapter.v_a_id = adapter_v_a_id(adapter);
   auto ptr = std::make_shared<const Adapter>(std::move(adapter));
   std::lock_guard<std::mutex> lock(mu_);
   AKV_RETURN_IF_ERROR(check_name_free(ptr->name));  // another thread may have won the race
@@ -84,8 +86,26 @@ std::shared_ptr<const Adapter> AdapterRegistry::find(const std::string& name) co
 std::vector<AdapterInfo> AdapterRegistry::list() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<AdapterInfo> out;
-  for (const auto& [name, a] : by_name_) out.push_back({name, a->kind, a->id, a->rank, a->source});
+  for (const auto& [name, a] : by_name_) {
+    std::vector<std::string> peers = peers_locked(*a);
+    out.push_back({name, a->kind, a->id, a->rank, a->source, peers.empty() ? std::string() : a->v_a_id, std::move(peers)});
+  }
   return out;
+}
+
+std::vector<std::string> AdapterRegistry::peers_locked(const Adapter& a) const {
+  std::vector<std::string> out;
+  if (a.v_a_id.empty()) return out;
+  for (const auto& [name, b] : by_name_) {
+    if (b.get() == &a || b->v_a_id != a.v_a_id) continue;
+    if (adapter_v_a_equal(a, *b)) out.push_back(name);
+  }
+  return out;
+}
+
+int32_t AdapterRegistry::shared_a_peers(const Adapter& a) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int32_t>(peers_locked(a).size());
 }
 
 }  // namespace agentkv

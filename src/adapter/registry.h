@@ -24,6 +24,10 @@ struct AdapterInfo {
   std::string id;
   int32_t rank = 0;
   std::string source;
+  // Its shared-A group (LRAgent): the v_proj A id, and the other loaded
+  // adapters with bit-identical v_proj A, by name. Empty: in no group.
+  std::string v_a_id;
+  std::vector<std::string> shared_a_with;
 };
 
 class AdapterRegistry {
@@ -42,9 +46,13 @@ class AdapterRegistry {
   Status unload(const std::string& name);  // kNotFound for an unknown name
   std::shared_ptr<const Adapter> find(const std::string& name) const;  // null if unknown
   std::vector<AdapterInfo> list() const;                              // sorted by name
+  // Loaded adapters, `a` aside, whose v_proj A is bit for bit a's (its
+  // shared-A group's other members; a need not be loaded).
+  int32_t shared_a_peers(const Adapter& a) const;
 
  private:
   Status check_name_free(const std::string& name) const;  // caller holds mu_
+  std::vector<std::string> peers_locked(const Adapter& a) const;
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Adapter>> by_name_;

@@ -44,6 +44,18 @@ Result<SchemeSpec> parse_scheme_spec(const std::string& spec) {
       size_t used = 0;
       if (f->real) {
         p.*f->real = std::stod(v, &used);
+      } else if (f->list) {
+        // "a/b/c": ',' separates the schemes of --schemes.
+        std::vector<int32_t> xs;
+        for (size_t at = 0; at <= v.size();) {
+          const size_t slash = std::min(v.find('/', at), v.size());
+          size_t n = 0;
+          xs.push_back(std::stoi(v.substr(at, slash - at), &n));
+          if (n != slash - at) throw std::invalid_argument(v);
+          at = slash + 1;
+        }
+        p.*f->list = std::move(xs);
+        used = v.size();
       } else {
         p.*f->integer = std::stoi(v, &used);
       }

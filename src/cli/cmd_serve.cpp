@@ -398,6 +398,37 @@ void register_serve(CLI::App& app) {
   cmd->add_option_function<int32_t>("--relay-suffix-tokens", [&e](int32_t v) { e.kv_sharing_params.suffix_tokens = v; },
                                     "relay: last reused tokens of each segment always recomputed (default 10)")
       ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--lr-cache-rank", e.lr_cache_rank,
+                  "LRAgent's LR cache (lragent-base, lragent-baselr): v_proj LoRA ranks up to this; it takes " +
+                      std::to_string(kLrBlocksPerKvBlock) + " LR blocks per K/V block of --kv-cache-mb (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  cmd->add_flag_function(
+      "--no-flash-lora", [&e](int64_t) { e.flash_lora = false; },
+      "LRAgent: attend over V expanded from the LR cache each step instead of Flash-LoRA-Attention (for comparison)");
+  cmd->add_option_function<std::string>(
+         "--droidspeak-layers",
+         [&e](const std::string& v) {
+           std::vector<int32_t> layers;
+           for (size_t at = 0; at <= v.size();) {
+             const size_t comma = std::min(v.find(',', at), v.size());
+             layers.push_back(std::stoi(v.substr(at, comma - at)));
+             at = comma + 1;
+           }
+           e.kv_sharing_params.critical_layers = std::move(layers);
+         },
+         "droidspeak: the default critical layers, comma-separated (profiles/*.droidspeak.json has a model's)")
+      ->check([](const std::string& v) -> std::string {
+        for (size_t at = 0; at <= v.size();) {
+          const size_t comma = std::min(v.find(',', at), v.size());
+          const std::string x = v.substr(at, comma - at);
+          if (x.empty() || x.size() > 4 || x.find_first_not_of("0123456789") != std::string::npos) {
+            return "--droidspeak-layers takes layer numbers separated by commas, e.g. 0,3,7";
+          }
+          at = comma + 1;
+        }
+        return "";
+      });
   cmd->add_option("--chat-template", s.chat_template,
                   "chatml, llama3 or mistral (default: from the model file)");
   cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,

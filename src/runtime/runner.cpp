@@ -112,7 +112,14 @@ Status Runner::validate(const Step& step) const {
     if (row.capture_layer != -1 && (row.capture_layer < row.layer_begin || row.capture_layer >= end)) {
       return make_error(ErrorCode::kInternal, "capture layer ", row.capture_layer, " outside the row's layers");
     }
+    if (row.write_mask < -1 || row.write_mask >= static_cast<int64_t>(step.write_masks.size())) {
+      return make_error(ErrorCode::kInternal, "row write mask ", row.write_mask, " outside the step's masks");
+    }
   }
+  for (const std::vector<uint8_t>& m : step.write_masks) {
+    if (static_cast<int64_t>(m.size()) != s.n_layers) return make_error(ErrorCode::kInternal, "a write mask must cover every layer");
+  }
+  AKV_RETURN_IF_ERROR(validate_lr(step));
   if (step.hidden_in.size() % s.d_model != 0) return make_error(ErrorCode::kInternal, "hidden_in is not whole rows");
   for (const LayerHook& h : step.hooks) {
     if (h.seq < 0 || h.seq >= static_cast<int64_t>(step.seqs.size()) || h.layer < 0 || h.layer >= s.n_layers || !h.fn) {
@@ -135,26 +142,75 @@ Status Runner::validate(const Step& step) const {
   return Status::ok();
 }
 
+Status Runner::validate_lr(const Step& step) const {
+  const int32_t bs = kv_->geometry().block_size;
+  if (!step.seq_lr.empty() && step.seq_lr.size() != step.seqs.size()) {
+    return make_error(ErrorCode::kInternal, "seq_lr must be empty or one per sequence");
+  }
+  for (size_t qi = 0; qi < step.seqs.size(); ++qi) {
+    const StepSeq& q = step.seqs[qi];
+    static const StepSeqLr kNone;
+    const StepSeqLr& ql = step.seq_lr.empty() ? kNone : step.seq_lr[qi];
+    if (ql.adapter == -1) {
+      for (int32_t r = q.row_begin; r < q.row_end; ++r) {
+        if (step.rows[r].lr_slot != -1) return make_error(ErrorCode::kInternal, "an LR slot outside an LR sequence");
+      }
+      continue;
+    }
+    if (lr_ == nullptr) return make_error(ErrorCode::kInvalidArgument, "the step reads an LR cache the runner has none of");
+    if (ql.adapter < 0 || ql.adapter >= static_cast<int64_t>(step.adapters.size())) {
+      return make_error(ErrorCode::kInternal, "LR adapter index ", ql.adapter, " outside the step's adapters");
+    }
+    const Adapter& a = *step.adapters[ql.adapter];
+    for (const LoraLayer& l : a.layers) {
+      if (l.at(LoraTarget::kV).rank > lr_->geometry().width) {
+        return make_error(ErrorCode::kInvalidArgument, "adapter '", a.name, "' has v_proj rank ", l.at(LoraTarget::kV).rank,
+                          ", above the LR cache's ", lr_->geometry().width);
+      }
+    }
+    if (ql.blocks.size() < q.blocks.size()) {
+      return make_error(ErrorCode::kInternal, "an LR block table shorter than the K/V's");
+    }
+    for (int32_t b : ql.blocks) {
+      if (b < 0 || b >= lr_->n_blocks()) return make_error(ErrorCode::kInternal, "LR block id ", b, " out of range");
+    }
+    for (int32_t r = q.row_begin; r < q.row_end; ++r) {
+      const TokenRow& row = step.rows[r];
+      if (row.lr_slot == -1) continue;
+      const int64_t want = int64_t{ql.blocks[row.pos / bs]} * bs + row.pos % bs;
+      if (row.lr_slot != want || row.adapter != ql.adapter) {
+        return make_error(ErrorCode::kInternal, "row LR slot does not match its LR block table or adapter");
+      }
+    }
+  }
+  return Status::ok();
+}
+
 void Runner::plan_adapters(const Step& step) {
   groups_.resize(step.adapters.size());
   for (size_t i = 0; i < step.adapters.size(); ++i) {
     groups_[i].adapter = step.adapters[i];
     groups_[i].rows.clear();
     groups_[i].kv_rows.clear();
+    groups_[i].v_rows.clear();
+    groups_[i].lr_rows.clear();
   }
   for (size_t i = 0; i < active_.size(); ++i) {
     const TokenRow& row = step.rows[active_[i]];
     if (row.adapter < 0) continue;
     AdapterGroup& g = groups_[row.adapter];
-    g.rows.push_back(static_cast<int32_t>(i));
-    if (row.slot >= 0) g.kv_rows.push_back(static_cast<int32_t>(i));
+    const int32_t ci = static_cast<int32_t>(i);
+    g.rows.push_back(ci);
+    const bool lr_seq = !step.seq_lr.empty() && step.seq_lr[row_seq_[active_[i]]].adapter >= 0;
+    if (row.slot >= 0) g.kv_rows.push_back(ci);
+    if (row.slot >= 0 && !lr_seq) g.v_rows.push_back(ci);
+    if (row.lr_slot >= 0) g.lr_rows.push_back(ci);
   }
 }
 
 void Runner::apply_lora(int layer, LoraTarget t, const float* x, int64_t k, float* y, int64_t n) {
-  const bool kv_module = t == LoraTarget::kK || t == LoraTarget::kV;
   for (const AdapterGroup& g : groups_) {
-    const std::vector<int32_t>& rows = kv_module ? g.kv_rows : g.rows;
+    const std::vector<int32_t>& rows = t == LoraTarget::kK ? g.kv_rows : t == LoraTarget::kV ? g.v_rows : g.rows;
     if (rows.empty()) continue;
     const LoraMatrix& m = g.adapter->layers[layer].at(t);
     if (m.empty()) continue;
@@ -175,11 +231,13 @@ void Runner::rebuild_plan(const Step& step) {
   const int64_t n = static_cast<int64_t>(active_.size());
   row_pos_.resize(n);
   slots_.resize(n);
+  slots_lr_.resize(n);
   row_indptr_.assign(step.seqs.size() + 1, 0);
   for (int64_t i = 0; i < n; ++i) {
     const TokenRow& row = step.rows[active_[i]];
     row_pos_[i] = row.pos;
     slots_[i] = row.slot;
+    slots_lr_[i] = row.lr_slot;
     ++row_indptr_[row_seq_[active_[i]] + 1];
   }
   for (size_t q = 0; q < step.seqs.size(); ++q) row_indptr_[q + 1] += row_indptr_[q];
@@ -266,11 +324,24 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     block_ids_.insert(block_ids_.end(), sq.blocks.begin(), sq.blocks.end());
     block_indptr_.push_back(static_cast<int32_t>(block_ids_.size()));
   }
+  any_mask_ = false;
   for (int64_t r = 0; r < R; ++r) {
     const TokenRow& row = step.rows[r];
     row_end_[r] = row.layer_end == kAllLayers ? s.n_layers : row.layer_end;
     if (row.capture_layer >= 0) capture_at_[r] = n_capture++;
     any_influence_ |= row.influence;
+    any_mask_ |= row.write_mask >= 0;
+  }
+  // LR block tables in CSR form, once per step, as the K/V's.
+  any_lr_ = false;
+  lr_indptr_.assign(1, 0);
+  lr_ids_.clear();
+  for (const StepSeqLr& sl : step.seq_lr) {
+    if (sl.adapter >= 0) {
+      any_lr_ = true;
+      lr_ids_.insert(lr_ids_.end(), sl.blocks.begin(), sl.blocks.end());
+    }
+    lr_indptr_.push_back(static_cast<int32_t>(lr_ids_.size()));
   }
   out->influence.assign(any_influence_ ? step.seqs.size() : 0, {});
   out->captures.resize(int64_t{n_capture} * s.d_model);
@@ -345,7 +416,7 @@ void Runner::run_hooks(const Step& step, int layer) {
     }
   }
   KvLayerView kv = kv_->layer_view(layer);
-  backend_->kv_write(kv, k_.data(), v_.data(), slots_.data(), static_cast<int64_t>(active_.size()));
+  backend_->kv_write(kv, k_.data(), v_.data(), write_slots(step, layer), static_cast<int64_t>(active_.size()));
 
   bool any_dropped = false;
   for (const Pending& p : pend) {
@@ -444,6 +515,59 @@ void Runner::collect_influence(const Step& step, StepOutput* out) {
   plan_.colsum = nullptr;
 }
 
+const int64_t* Runner::write_slots(const Step& step, int layer) {
+  if (!any_mask_) return slots_.data();
+  masked_slots_.resize(active_.size());
+  for (size_t i = 0; i < active_.size(); ++i) {
+    const int32_t m = step.rows[active_[i]].write_mask;
+    masked_slots_[i] = m >= 0 && !step.write_masks[m][layer] ? -1 : slots_[i];
+  }
+  return masked_slots_.data();
+}
+
+void Runner::write_lr(int layer) {
+  const int64_t d = model_->spec.d_model;
+  for (const AdapterGroup& g : groups_) {
+    if (g.lr_rows.empty()) continue;
+    const LoraMatrix& m = g.adapter->layers[layer].at(LoraTarget::kV);
+    const int64_t n = static_cast<int64_t>(g.lr_rows.size());
+    const int32_t w = lr_->geometry().width;
+    lr_t_.resize(n * std::max(m.rank, 1));
+    if (m.rank > 0) backend_->lora_down(h_.data(), d, m.a.data(), m.rank, g.lr_rows.data(), n, lr_t_.data());
+    for (int64_t i = 0; i < n; ++i) {
+      float* dst = lr_->row(layer, slots_lr_[g.lr_rows[i]]);
+      std::fill(dst, dst + w, 0.0f);
+      if (m.rank > 0) std::copy_n(&lr_t_[i * m.rank], m.rank, dst);
+    }
+  }
+}
+
+void Runner::plan_lr(const Step& step, int layer) {
+  const size_t n = step.seqs.size();
+  lr_b_.assign(n, nullptr);
+  lr_rank_.assign(n, 0);
+  lr_scale_.assign(n, 0.0f);
+  for (size_t q = 0; q < n; ++q) {
+    const int32_t ai = step.seq_lr[q].adapter;
+    if (ai < 0) continue;
+    const LoraMatrix& m = step.adapters[ai]->layers[layer].at(LoraTarget::kV);
+    if (m.empty()) continue;  // no v_proj LoRA at this layer: V is the base's
+    lr_b_[q] = m.b.data();
+    lr_rank_[q] = m.rank;
+    lr_scale_[q] = m.scale;
+  }
+  lr_plan_.lr = lr_->layer_base(layer);
+  lr_plan_.block_stride = lr_->block_stride();
+  lr_plan_.width = lr_->geometry().width;
+  lr_plan_.block_indptr = lr_indptr_.data();
+  lr_plan_.block_ids = lr_ids_.data();
+  lr_plan_.b = lr_b_.data();
+  lr_plan_.rank = lr_rank_.data();
+  lr_plan_.scale = lr_scale_.data();
+  lr_plan_.expand = !flash_lora_;
+  plan_.lr = &lr_plan_;
+}
+
 void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   const ModelSpec& s = model_->spec;
   const LayerWeights& w = model_->w.layers[layer];
@@ -478,15 +602,18 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   bool hooked = false;
   for (const LayerHook& h : step.hooks) hooked |= h.layer == layer;
   KvLayerView kv = kv_->layer_view(layer);
+  if (any_lr_) write_lr(layer);  // before any row leaves: a dropped row's LR stays written, as its K/V
   if (hooked) {
     run_hooks(step, layer);  // writes K/V, then may drop rows
     R = static_cast<int64_t>(active_.size());
     if (R == 0) return;
   } else {
-    be.kv_write(kv, k_.data(), v_.data(), slots_.data(), R);
+    be.kv_write(kv, k_.data(), v_.data(), write_slots(step, layer), R);
   }
   if (any_influence_) plan_influence(step);
+  if (any_lr_) plan_lr(step, layer);
   be.attention(plan_, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
+  plan_.lr = nullptr;
   if (any_influence_) collect_influence(step, out);
   // Wo accumulates into the residual stream, and so does its LoRA delta.
   linear(att_.data(), w.wo, x_.data(), R, qd, s.d_model, /*accumulate=*/true);

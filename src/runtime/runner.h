@@ -21,6 +21,7 @@
 #include "adapter/adapter.h"
 #include "backend/backend.h"
 #include "kv/kv_storage.h"
+#include "kv/lr_storage.h"
 #include "model/weights.h"
 #include "runtime/step.h"
 #include "util/aligned_vector.h"
@@ -31,6 +32,13 @@ namespace agentkv {
 class Runner {
  public:
   Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage* kv);
+  // LRAgent's LR cache (steps with Step::seq_lr need it), and whether
+  // attention reads it with Flash-LoRA-Attention (true) or over V expanded
+  // per step (the reference the benchmarks compare against).
+  void set_lr_storage(LrStorage* lr, bool flash_lora = true) {
+    lr_ = lr;
+    flash_lora_ = flash_lora;
+  }
 
   // Runs the step; logits of the rows marked `logits` are written in row order
   // to `logits` ([n_logit_rows, n_vocab]). Validates the step against the
@@ -44,6 +52,7 @@ class Runner {
 
  private:
   Status validate(const Step& step) const;
+  Status validate_lr(const Step& step) const;
   Status validate_adapter(const Adapter& a) const;
   // Groups the rows by adapter (groups_), once per step.
   void plan_adapters(const Step& step);
@@ -65,10 +74,18 @@ class Runner {
   // to their sequences' StepOutput::influence.
   void plan_influence(const Step& step);
   void collect_influence(const Step& step, StepOutput* out);
+  // LRAgent: writes X·A^T of the LR rows to the LR cache at `layer`, and
+  // points plan_.lr at the sequences' low-rank V parts for attention.
+  void write_lr(int layer);
+  void plan_lr(const Step& step, int layer);
+  // The slots the active rows write K/V to at `layer` (TokenRow::write_mask).
+  const int64_t* write_slots(const Step& step, int layer);
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
   KvStorage* kv_;
+  LrStorage* lr_ = nullptr;
+  bool flash_lora_ = true;
   RopeParams rope_;
 
   // Scratch, grown to the largest step seen, 64-byte aligned (util/
@@ -84,6 +101,18 @@ class Runner {
   AlignedVector<float> xn_;     // (R, d_model) the residual stream while re-compacting
   std::vector<int32_t> row_pos_, row_indptr_, block_indptr_, block_ids_;
   std::vector<int64_t> slots_;
+  std::vector<int64_t> slots_lr_;      // per active row: TokenRow::lr_slot
+  std::vector<int64_t> masked_slots_;  // slots_ at one layer, with TokenRow::write_mask applied
+  bool any_mask_ = false;
+  // LRAgent: per Step sequence its LR block table (CSR) and, per layer, its
+  // v_proj B, rank and scale; the LR rows' X·A^T before the write.
+  std::vector<int32_t> lr_indptr_, lr_ids_, lr_rank_;
+  std::vector<const float*> lr_b_;
+  std::vector<float> lr_scale_;
+  LrAttention lr_plan_;
+  bool any_lr_ = false;
+  AlignedVector<float> lr_t_;
+  std::vector<int32_t> lr_rows_tmp_;
   AttentionPlan plan_;
 
   // Active rows (Step row indexes, ascending); compact index i is active_[i].
@@ -107,7 +136,9 @@ class Runner {
   struct AdapterGroup {
     const Adapter* adapter = nullptr;
     std::vector<int32_t> rows;     // every row of the adapter: q, o, gate, up, down
-    std::vector<int32_t> kv_rows;  // those writing K/V (slot >= 0): k, v. Other rows' K/V is never read.
+    std::vector<int32_t> kv_rows;  // those writing K/V (slot >= 0): k. Other rows' K/V is never read.
+    std::vector<int32_t> v_rows;   // kv_rows outside LR sequences: v (an LR sequence's v_proj LoRA is its LR cache)
+    std::vector<int32_t> lr_rows;  // rows with an LR slot: X·A^T of v_proj to the LR cache
   };
   std::vector<AdapterGroup> groups_;  // one per Step::adapters entry; empty groups are skipped
 };

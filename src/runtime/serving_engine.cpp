@@ -1,215 +1,9 @@
 // The serving engine: one thread that turns the scheduler's plans into runner
 // Steps and the runner's logits into tokens and client events. Submissions,
 // cancellations and drains come from other threads through a small inbox.
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
-#include <functional>
-#include <future>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_map>
-
-#include "adapter/registry.h"
-#include "agentkv/serving.h"
-#include "backend/backend.h"
-#include "kv/kv_component.h"
-#include "kv/kv_manager.h"
-#include "kv/kv_storage.h"
-#include "runtime/loaded_model.h"
-#include "runtime/runner.h"
-#include "runtime/sampler.h"
-#include "runtime/stop_matcher.h"
-#include "sched/scheduler.h"
-#include "sharing/relay_profile.h"
-#include "sharing/scheme.h"
-#include "util/file_id.h"
+#include "runtime/serving_engine_impl.h"
 
 namespace agentkv {
-
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double>(to - from).count();
-}
-
-
-
-// Engine-thread state of one request: what turns its logits into events.
-struct Live {
-  ServeSink sink;
-  Sampler sampler;
-  StopMatcher stops;
-  StreamDecoder detok;
-  int32_t max_tokens = 0;
-  bool ignore_eos = false;
-  std::vector<int32_t> stop_token_ids;
-  int32_t prompt_logprobs = -1;
-  bool return_logits = false;
-  std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
-  int32_t n_prompt = 0;
-  int32_t n_generated = 0;
-  Clock::time_point submitted;
-  bool scheduled = false;  // left the queue (counts against max_queue until then)
-  bool first_sent = false;
-  double queue_s = 0;
-  double ttft_s = 0;
-  std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
-  SeqSharing sharing;
-  std::string model;                       // adapter name, "" = base (stats key)
-  // Segment reuse (naive, epic, cacheblend): the planner, and per prompt
-  // position whether its K/V is copied from a cached segment and where its
-  // run starts. Looked up once, at the first prompt chunk.
-  std::unique_ptr<ReusePlanner> planner;
-  bool reuse_looked_up = false;
-  int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
-  std::vector<SegmentHit> hits;
-  std::vector<uint8_t> reused;             // [n_prompt]
-  std::vector<int32_t> run_start;          // [n_prompt], -1 where not reused
-  int32_t reused_tokens = 0;               // copied so far
-  int32_t min_segment = 0;                 // shortest segment reused, tokens
-  std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
-  std::vector<float> influence;            // [n_prompt]: a reused position's influence score
-  bool capture = false;                    // relay captures: hidden state at the capture layer, influence
-  std::function<void(const ServeRequest::KvProbe&)> kv_probe;
-  std::vector<int32_t> forced;             // teacher forcing (benchmarks)
-  int64_t prefill_token_layers = 0;
-
-  Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
-      : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
-        ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
-        return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
-        kv_probe(r.kv_probe), forced(r.forced_tokens) {
-    sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
-    if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
-  }
-};
-
-struct Pending {
-  ServeId id;
-  ServeRequest req;
-  ServeSink sink;
-  Clock::time_point submitted;
-  std::shared_ptr<const Adapter> adapter;
-  SeqSharing sharing;
-  std::unique_ptr<ReusePlanner> planner;
-  int32_t min_segment = 0;
-  bool capture = false;
-};
-
-class ServingEngineImpl final : public ServingEngine {
- public:
-  static Result<std::unique_ptr<ServingEngineImpl>> create(const ServingOptions& opts);
-  ~ServingEngineImpl() override;
-
-  Result<ServeId> submit(ServeRequest req, ServeSink sink) override;
-  void cancel(ServeId id) override;
-  bool drain(double timeout_s) override;
-  ServingStats stats() const override;
-  const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  int32_t max_model_len() const override { return max_model_len_; }
-  int32_t vocab_size() const override { return model_->spec.n_vocab; }
-  int32_t n_layers() const override { return model_->spec.n_layers; }
-  Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) override;
-  Status unload_adapter(const std::string& name) override;
-  std::vector<ServedModel> models() const override;
-  Result<SegmentInfo> create_segment(const SegmentSpec& spec) override;
-  Status delete_segment(const std::string& id, const std::string& tenant) override;
-  std::vector<SegmentInfo> list_segments(const std::string& tenant) override;
-
- private:
-  ServingEngineImpl() = default;
-  void loop();
-  void take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
-  void run_step(const SchedulerOutput& out);
-  // Segment reuse for one scheduled chunk of a request with a planner: finds
-  // the cached segments of its prompt (first chunk), queues the K/V copies
-  // of the chunk's reused positions (a source gone since the lookup is
-  // recomputed instead), and adds the planner's rows and hooks to the step.
-  void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
-  // Turns one logits row into a token and an event; finishes when it should.
-  void on_logits(ServeId id, std::span<const float> logits);
-  // Scores prompt token pos + 1 from the logits row of position pos.
-  void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
-  void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
-  void mark_scheduled(ServeId id, Live& l);
-  // K/V entries of the prompt positions the request prefilled (not served
-  // by the prefix cache), and those of them copied instead of computed
-  // (0 without segment reuse); their ratio is ServeEvent::reuse_rate.
-  int64_t prefilled_entries(const Live& l, int32_t cached) const {
-    return int64_t{l.n_prompt - cached} * model_->spec.n_layers;
-  }
-  int64_t reused_entries(const Live& l, int32_t cached) const {
-    return l.reused_tokens == 0 ? 0 : std::max<int64_t>(0, prefilled_entries(l, cached) - l.prefill_token_layers);
-  }
-  double reuse_rate(const Live& l, int32_t cached) const {
-    const int64_t all = prefilled_entries(l, cached);
-    return all > 0 ? static_cast<double>(reused_entries(l, cached)) / static_cast<double>(all) : 0.0;
-  }
-  void publish_stats();
-  // Runs fn on the engine thread (the KV manager's owner) and waits for it.
-  // kUnavailable once the engine is stopping.
-  Status run_on_engine(std::function<void()> fn);
-  void run_tasks();
-  // A request is finishing, its blocks still held: when it was a segment's
-  // prefill, freeze them (or report why not) to the waiting create_segment.
-  void finish_segment_job(ServeId id, ServeFinish why, const std::string& error);
-  // Relay captures: what a row of a capturing request asks the runner for,
-  // and storing what the runner captured into the KV components.
-  void mark_captures(const Live& l, TokenRow* row) const;
-  void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
-  uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
-
-  ServingOptions opts_;
-  std::shared_ptr<Model> model_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::unique_ptr<backend_i> backend_;
-  std::unique_ptr<KvStorage> storage_;
-  std::unique_ptr<KvManager> kv_;
-  // KV components of the relay captures (null when --relay-capture off):
-  // the influence score, and the hidden state entering capture_layer_ (also
-  // null while the server knows no relay l_start: nothing to capture at).
-  std::unique_ptr<KvComponent> hidden_, influence_;
-  int32_t capture_layer_ = -1;
-  bool capture_all_ = false;
-  std::unique_ptr<Runner> runner_;
-  std::unique_ptr<Scheduler> sched_;
-  AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up
-  const SharingScheme* default_scheme_ = nullptr;
-  int32_t max_model_len_ = 0;
-
-  // Engine thread only.
-  std::unordered_map<ServeId, Live> live_;
-  std::vector<float> logits_;
-  struct SegmentJob {
-    std::string seg_id;
-    SegmentSpec spec;
-    std::shared_ptr<std::promise<Result<SegmentInfo>>> done;
-  };
-  std::unordered_map<ServeId, SegmentJob> segment_jobs_;  // segment prefills, by request
-  uint64_t next_segment_ = 1;
-
-  // Shared, under mu_.
-  mutable std::mutex mu_;
-  std::condition_variable wake_;  // the engine thread: work arrived
-  std::condition_variable idle_;  // drain(): a request finished
-  std::vector<Pending> inbox_;
-  std::vector<ServeId> cancels_;
-  std::vector<std::function<void()>> tasks_;  // run_on_engine
-  bool cancel_all_ = false;
-  bool draining_ = false;
-  bool stopping_ = false;
-  ServeId next_id_ = 1;
-  int32_t n_queued_ = 0;  // submitted, not yet scheduled
-  int32_t n_live_ = 0;    // submitted, not yet finished
-  ServingStats stats_;
-
-  std::thread thread_;
-};
 
 Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const ServingOptions& opts) {
   if (opts.n_threads < 1) return make_error(ErrorCode::kInvalidArgument, "--threads must be >= 1");
@@ -256,6 +50,13 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
       AKV_RETURN_IF_ERROR(sharing_scheme_get("relay")->check_params(d).with_context("relay defaults"));
       AKV_RETURN_IF_ERROR(sharing_scheme_get("relay")->check_model(d, s.n_layers).with_context("relay defaults"));
     }
+    if (d.critical_layers) {
+      const SharingScheme* ds = sharing_scheme_get("droidspeak");
+      KvSharingParams only;
+      only.critical_layers = d.critical_layers;
+      AKV_RETURN_IF_ERROR(ds->check_params(only).with_context("--droidspeak-layers"));
+      AKV_RETURN_IF_ERROR(ds->check_model(only, s.n_layers).with_context("--droidspeak-layers"));
+    }
     // Snapshots are kept at the server's l_start; a request asking for
     // another one resumes from layer 0.
     if (opts.relay_capture != "off" && d.l_start && *d.l_start > 0) e->capture_layer_ = *d.l_start;
@@ -268,7 +69,14 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const int64_t component_bytes =
       (components ? int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +
       (hidden ? int64_t{opts.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0);
-  const int64_t block_bytes = g.block_bytes() + component_bytes;
+  // DroidSpeak's owner tag of each slot.
+  const int64_t owner_bytes = int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)});
+  if (opts.lr_cache_rank < 0 || opts.lr_cache_rank > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
+  }
+  const LrGeometry lg{s.n_layers, opts.block_size, opts.lr_cache_rank};
+  const int64_t lr_bytes = opts.lr_cache_rank > 0 ? kLrBlocksPerKvBlock * lg.block_bytes() : 0;
+  const int64_t block_bytes = g.block_bytes() + component_bytes + owner_bytes + lr_bytes;
   const int64_t n_blocks = opts.kv_cache_tokens > 0
                                ? (opts.kv_cache_tokens + opts.block_size - 1) / opts.block_size
                                : opts.kv_cache_mb * (int64_t{1} << 20) / block_bytes;
@@ -280,6 +88,17 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
   e->storage_ = std::make_unique<KvStorage>(std::move(storage));
   e->kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts.block_size);
+  {
+    AKV_ASSIGN_OR_RETURN(KvComponent o, KvComponent::create(n_blocks, opts.block_size, 1));
+    e->owner_ = std::make_unique<KvComponent>(std::move(o));
+  }
+  if (opts.lr_cache_rank > 0) {
+    const int64_t n_lr = n_blocks * kLrBlocksPerKvBlock;
+    if (n_lr > (int64_t{1} << 30)) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
+    AKV_ASSIGN_OR_RETURN(LrStorage lr, LrStorage::create(lg, n_lr));
+    e->lr_storage_ = std::make_unique<LrStorage>(std::move(lr));
+    e->lr_kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_lr), opts.block_size);
+  }
   if (components) {
     AKV_ASSIGN_OR_RETURN(KvComponent inf, KvComponent::create(n_blocks, opts.block_size, 1));
     e->influence_ = std::make_unique<KvComponent>(std::move(inf));
@@ -294,12 +113,14 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   e->kv_->set_frozen_watermark(opts.segment_watermark);
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
+  e->runner_->set_lr_storage(e->lr_storage_.get(), opts.flash_lora);
   SchedulerConfig sc;
   sc.max_batch_tokens = opts.max_batch_tokens;
   sc.max_running = opts.max_running;
   sc.prefix_caching = opts.prefix_caching;
-  e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc);
-  e->stats_.kv_bytes_per_block = block_bytes;
+  e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc, e->lr_kv_.get());
+  e->stats_.kv_bytes_per_block = block_bytes - lr_bytes;
+  e->stats_.lr_bytes_per_block = opts.lr_cache_rank > 0 ? lg.block_bytes() : 0;
   for (const ServingOptions::AdapterSpec& a : opts.adapters) {
     AKV_RETURN_IF_ERROR(e->load_adapter(a.name, a.path, a.kind).with_context("--adapter " + a.name));
   }
@@ -358,10 +179,24 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     }
   }
   AKV_RETURN_IF_ERROR(scheme->check_params(req.kv_sharing_params));
-  AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan(adapter.get(), req.prompt));
   // Unset parameters take the engine's defaults (planners read only their own).
   const KvSharingParams params = req.kv_sharing_params.with_defaults(opts_.kv_sharing_params);
   AKV_RETURN_IF_ERROR(scheme->check_model(params, model_->spec.n_layers));
+  PlanContext pc{adapter.get(), req.prompt, &params, adapter ? adapters_.shared_a_peers(*adapter) : 0};
+  AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan_request(pc));
+  if (!sharing.lr_lineage.empty()) {
+    if (!lr_kv_) {
+      return make_error(ErrorCode::kInvalidArgument, "kv_sharing '", sharing.scheme,
+                        "' needs the LR cache, and this server has none; start it with --lr-cache-rank > 0");
+    }
+    for (const LoraLayer& ly : adapter->layers) {
+      if (ly.at(LoraTarget::kV).rank > opts_.lr_cache_rank) {
+        return make_error(ErrorCode::kInvalidArgument, "adapter '", adapter->name, "' has v_proj rank ",
+                          ly.at(LoraTarget::kV).rank, ", above the LR cache's ", opts_.lr_cache_rank,
+                          "; restart the server with --lr-cache-rank ", ly.at(LoraTarget::kV).rank, " or more");
+      }
+    }
+  }
   // Prompt logprobs need every prompt row computed: no segment reuse there.
   // An ICaRus decoder row pairs with its encoder row: no reuse either.
   std::unique_ptr<ReusePlanner> planner;
@@ -436,6 +271,12 @@ void ServingEngineImpl::publish_stats() {
   stats_.frozen_segments = kv_->frozen().n_frozen();
   stats_.frozen_blocks = kv_->frozen().n_pinned_blocks();
   stats_.segment_evictions = kv_->frozen().n_evictions();
+  if (lr_kv_) {
+    const KvUsage lu = lr_kv_->usage();
+    stats_.lr_blocks_used = lu.n_used;
+    stats_.lr_blocks_cached = lu.n_cached;
+    stats_.lr_blocks_total = lu.n_total;
+  }
 }
 
 void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all) {
@@ -472,6 +313,16 @@ void ServingEngineImpl::loop() {
       if (from != kNever) {
         r->keys.lineage = p.adapter->id;
         r->lineage_block = from / opts_.block_size;  // blocks ending at or before `from`
+      }
+      if (!p.sharing.shared_lineage.empty()) {
+        // Adapter ids are hex, so a "shared:" tag never aliases one.
+        r->keys.lineage = "shared:" + p.sharing.shared_lineage;
+        r->lineage_block = 0;
+      }
+      if (!p.sharing.lr_lineage.empty()) {
+        r->lr = true;
+        r->lr_keys = r->base_keys;
+        r->lr_keys.lineage = p.sharing.lr_lineage;
       }
       auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
       (void)fresh_live;
@@ -529,13 +380,7 @@ void ServingEngineImpl::mark_scheduled(ServeId id, Live& l) {
 }
 
 void ServingEngineImpl::run_step(const SchedulerOutput& out) {
-  const int32_t bs = opts_.block_size;
   Step step;
-  std::vector<RowSpec> specs;
-  struct LogitRow {
-    ServeId id;
-    int32_t prompt_pos;  // >= 0: scores prompt token prompt_pos + 1; -1: the row to sample from
-  };
   std::vector<LogitRow> logit_rows;  // the rows with logits, in row order (the runner's output order)
   std::vector<const char*> seq_scheme;  // per Step sequence: its scheme (metrics)
   std::vector<Live*> seq_live;          // per Step sequence: its request, when the chunk is prompt
@@ -572,29 +417,9 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     seq_scheme.push_back(l.sharing.scheme);
     seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
-    specs.clear();
-    sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
-    StepSeq q;
-    q.row_begin = static_cast<int32_t>(step.rows.size());
-    q.blocks = kv_->block_table(r->id);
-    for (const RowSpec& rs : specs) {
-      const int32_t pos = rs.index;
-      TokenRow row;
-      row.token = r->tokens[pos];
-      row.pos = pos;
-      row.slot = rs.write_kv ? int64_t{q.blocks[pos / bs]} * bs + pos % bs : -1;
-      row.logits = rs.logits;
-      row.adapter = rs.adapter ? adapter_index : -1;
-      // Prompt logprobs: every prompt row that writes KV also gives logits.
-      const bool score = !rs.logits && rs.write_kv && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
-      if (score) row.logits = true;
-      if (row.logits) logit_rows.push_back({r->id, score ? pos : -1});
-      mark_captures(l, &row);
-      step.rows.push_back(row);
-    }
-    q.row_end = static_cast<int32_t>(step.rows.size());
-    step.seqs.push_back(std::move(q));
+    plan_rows(s, l, adapter_index, &step, &logit_rows);
   }
+  if (!step.seq_lr.empty()) step.seq_lr.resize(step.seqs.size());
   StepOutput so;
   so.logits.swap(logits_);
   Status st = runner_->execute(step, &so);
@@ -608,6 +433,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     return;
   }
   if (influence_) store_captures(step, so, seq_req);
+  store_owners(step, seq_req);
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -922,12 +748,14 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
   ev.completion_tokens = l.n_generated;
   ev.kv_sharing = l.sharing.scheme;
+  ev.lr_fallback = l.sharing.lr_fallback;
   ev.queue_s = l.queue_s;
   ev.ttft_s = l.ttft_s;
   const bool was_queued = !l.scheduled;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.per_model[l.model].completion_tokens += l.n_generated;
+    if (l.sharing.lr_fallback) ++stats_.lr_fallback_requests;
   }
   l.sink(std::move(ev));
   sched_->finish(id);
@@ -956,9 +784,9 @@ Status ServingEngineImpl::unload_adapter(const std::string& name) { return adapt
 
 std::vector<ServedModel> ServingEngineImpl::models() const {
   std::vector<ServedModel> out;
-  out.push_back(ServedModel{"", "base", "", 0});
+  out.push_back(ServedModel{"", "base", "", 0, {}, {}});
   for (const AdapterInfo& a : adapters_.list()) {
-    out.push_back(ServedModel{a.name, adapter_kind_name(a.kind), a.id, a.rank});
+    out.push_back(ServedModel{a.name, adapter_kind_name(a.kind), a.id, a.rank, a.v_a_id, a.shared_a_with});
   }
   return out;
 }
@@ -1085,7 +913,6 @@ std::vector<SegmentInfo> ServingEngineImpl::list_segments(const std::string& ten
   return out;
 }
 
-}  // namespace
 
 Result<std::unique_ptr<ServingEngine>> create_serving_engine(const ServingOptions& opts) {
   AKV_ASSIGN_OR_RETURN(auto e, ServingEngineImpl::create(opts));

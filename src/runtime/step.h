@@ -41,12 +41,31 @@ struct TokenRow {
   // its sequence, summed over the layers it is active in and all query
   // heads, into StepOutput::influence (RelayCaching's influence score).
   bool influence = false;
+  // The layers, among its active ones, where the row writes its K/V (slot >=
+  // 0): -1 every one; else Step::write_masks[write_mask][layer] != 0 only.
+  // DroidSpeak recomputes K/V in its critical layers and keeps the cached
+  // entries in the others, while the row runs through all of them.
+  int32_t write_mask = -1;
+  // LRAgent: the LR cache slot (LR block * block_size + offset) where the row
+  // writes X·A^T of its adapter's v_proj at every active layer; -1: none.
+  // Only in a sequence with an LR adapter (Step::seq_lr), with that adapter.
+  int64_t lr_slot = -1;
 };
 
 struct StepSeq {
   int32_t row_begin = 0;       // rows [row_begin, row_end) of Step::rows belong to this sequence
   int32_t row_end = 0;
   std::vector<int32_t> blocks; // block table: KV position j lives in blocks[j / block_size]
+};
+
+// LRAgent (SCHEMES.md §1.2), per Step sequence: adapter >= 0 is an index
+// into Step::adapters whose v_proj LoRA lives in the LR cache: the
+// sequence's V is V_base + scale · V_lr · B (Flash-LoRA-Attention), its rows
+// add no v_proj LoRA to the V they write, and V_lr of position j is in LR
+// block blocks[j / block_size]. -1: none.
+struct StepSeqLr {
+  int32_t adapter = -1;
+  std::vector<int32_t> blocks;
 };
 
 // What a hook sees at its layer, for the rows of its sequence active there,
@@ -100,6 +119,8 @@ struct Step {
   std::vector<float> hidden_in;  // [n, d_model]: injected hidden states (TokenRow::hidden_in)
   std::vector<LayerHook> hooks;
   std::vector<KvCopy> copies;    // done first, before any row runs
+  std::vector<std::vector<uint8_t>> write_masks;  // [mask][layer]: TokenRow::write_mask
+  std::vector<StepSeqLr> seq_lr;  // empty, or one per StepSeq
 
   int32_t n_logit_rows() const {
     int32_t n = 0;

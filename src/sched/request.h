@@ -46,6 +46,17 @@ struct SchedRequest {
   // (a relay chain reuses the previous agent's output that way), and enter
   // the segment index only from approx_index_from on.
   int32_t commit_limit = std::numeric_limits<int32_t>::max();
+  // A KV component with a pool of its own (LRAgent's LR cache, DESIGN.md
+  // §2): with `lr` set the request also holds blocks of the scheduler's
+  // component pool, under lr_keys (the component's lineage), one per K/V
+  // block. At admission both prefixes are looked up; computation starts
+  // where the shorter ends (the component's, capped at the K/V's), and the
+  // rows between the two read cached K/V and write only the component.
+  bool lr = false;
+  ExtraKeys lr_keys;
+  // Tokens of the K/V prefix hit at the latest admission: positions before
+  // it keep their cached K/V (for the engine's rows).
+  int32_t kv_hit_tokens = 0;
   // Approximate blocks enter the segment index only from this position on
   // (rounded up to a block): blocks holding K/V copied from a segment stay
   // out, so a deleted or evicted segment is not served again from a copy.

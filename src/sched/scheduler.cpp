@@ -14,7 +14,7 @@ int32_t next_chunk(const SchedRequest& r, int32_t from) {
 }
 }  // namespace
 
-Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg) : kv_(kv), cfg_(cfg) {
+Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* lr_kv) : kv_(kv), lr_kv_(lr_kv), cfg_(cfg) {
   cfg_.max_batch_tokens = std::max(1, cfg_.max_batch_tokens);
   cfg_.max_running = std::max(1, cfg_.max_running);
 }
@@ -32,8 +32,23 @@ SchedRequest* Scheduler::find(RequestId id) {
   return it == all_.end() ? nullptr : it->second.get();
 }
 
+void Scheduler::free_kv(RequestId id) {
+  if (kv_->has_request(id)) kv_->free(id);
+  if (lr_kv_ != nullptr && lr_kv_->has_request(id)) lr_kv_->free(id);
+}
+
+bool Scheduler::allocate_to(SchedRequest* r, int32_t end) {
+  const int32_t need = end - kv_->num_slots(r->id);
+  if (need > 0 && !kv_->allocate_slots(r->id, need).is_ok()) return false;
+  if (r->lr && lr_kv_ != nullptr) {
+    const int32_t lr_need = end - lr_kv_->num_slots(r->id);
+    if (lr_need > 0 && !lr_kv_->allocate_slots(r->id, lr_need).is_ok()) return false;
+  }
+  return true;
+}
+
 void Scheduler::preempt(SchedRequest* r, SchedulerOutput* out) {
-  kv_->free(r->id);
+  free_kv(r->id);
   r->n_computed = 0;
   r->state = RequestState::kWaiting;
   ++r->n_preemptions;
@@ -45,8 +60,7 @@ void Scheduler::preempt(SchedRequest* r, SchedulerOutput* out) {
 
 bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out) {
   for (;;) {
-    const int32_t need = end - kv_->num_slots(r->id);
-    if (need <= 0 || kv_->allocate_slots(r->id, need).is_ok()) return true;
+    if (allocate_to(r, end)) return true;
     // Out of blocks: the latest admitted request gives its blocks back.
     SchedRequest* victim = running_.back();
     preempt(victim, out);
@@ -56,13 +70,23 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
 
 int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
   SchedRequest* r = waiting_.front();
-  KvBlocks hit;
+  KvBlocks hit, lr_hit;
+  const bool lr = r->lr && lr_kv_ != nullptr;
   if (cfg_.prefix_caching && r->read_cache) {
     hit = kv_->get_computed_blocks_split(r->tokens, r->base_keys, r->lineage_block, r->keys);
+    // The component's prefix counts only as far as the K/V's: past it the
+    // K/V is computed anyway, and the component with it.
+    if (lr) lr_hit = lr_kv_->get_computed_blocks(std::span<const int32_t>(r->tokens.data(), hit.n_tokens() + 1), r->lr_keys);
   }
   const int32_t n_hit = hit.n_tokens();
-  const int32_t n = std::min(next_chunk(*r, n_hit), budget);
-  if (!kv_->allocate_slots(r->id, n, hit).is_ok()) {
+  const int32_t start = lr ? lr_hit.n_tokens() : n_hit;
+  const int32_t n = std::min(next_chunk(*r, start), budget);
+  bool ok = kv_->allocate_slots(r->id, std::max(0, start + n - n_hit), hit).is_ok();
+  if (ok && lr) {
+    ok = lr_kv_->allocate_slots(r->id, n, lr_hit).is_ok();
+    if (!ok) kv_->free(r->id);
+  }
+  if (!ok) {
     if (running_.empty() && out->seqs.empty()) {
       // The whole pool is free or evictable and still too small for this
       // request's next chunk: it can never run.
@@ -74,13 +98,14 @@ int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
   }
   waiting_.pop_front();
   r->state = RequestState::kRunning;
-  r->n_computed = n_hit;
+  r->n_computed = start;
+  r->kv_hit_tokens = n_hit;
   if (r->n_cached_prompt < 0) {
     r->n_cached_prompt = n_hit;
     n_hit_tokens_ += n_hit;
   }
   running_.push_back(r);
-  out->seqs.push_back({r, n_hit, n, n_hit + n == static_cast<int32_t>(r->tokens.size())});
+  out->seqs.push_back({r, start, n, start + n == static_cast<int32_t>(r->tokens.size())});
   return n;
 }
 
@@ -130,6 +155,9 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
         kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), approx,
                                 (r->approx_index_from + bs - 1) / bs);
       }
+      if (r->lr && lr_kv_ != nullptr) {
+        lr_kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), r->lr_keys);
+      }
     }
   }
 }
@@ -143,7 +171,7 @@ void Scheduler::finish(RequestId id) {
   if (!r) return;
   if (auto it = std::find(waiting_.begin(), waiting_.end(), r); it != waiting_.end()) waiting_.erase(it);
   if (auto it = std::find(running_.begin(), running_.end(), r); it != running_.end()) running_.erase(it);
-  if (kv_->has_request(id)) kv_->free(id);
+  free_kv(id);
   all_.erase(id);
 }
 

@@ -51,7 +51,9 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(KvManager* kv, SchedulerConfig cfg);
+  // lr_kv: the pool of the KV component that has blocks of its own (LRAgent's
+  // LR cache), for requests with SchedRequest::lr; null when there is none.
+  Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* lr_kv = nullptr);
 
   // Queues a request (state kWaiting, n_computed 0, tokens non-empty). The
   // caller bounds the queue; the scheduler accepts anything.
@@ -88,7 +90,13 @@ class Scheduler {
   // Admits waiting_.front() with up to `budget` tokens; 0 if it cannot.
   int32_t admit(int32_t budget, SchedulerOutput* out);
 
+  // Slots up to `end` tokens in both pools; false, with nothing changed in
+  // the component pool, when either is short.
+  bool allocate_to(SchedRequest* r, int32_t end);
+  void free_kv(RequestId id);
+
   KvManager* kv_;
+  KvManager* lr_kv_;
   SchedulerConfig cfg_;
   std::unordered_map<RequestId, std::unique_ptr<SchedRequest>> all_;
   std::deque<SchedRequest*> waiting_;

@@ -108,6 +108,7 @@ struct ChoiceState {
   double reuse_rate = 0;
   int completion_tokens = 0;
   std::string kv_sharing;
+  bool lr_fallback = false;
 };
 
 // Per-request state shared by the handler, the stream provider and the sinks.
@@ -186,6 +187,7 @@ struct Job {
       ch.reuse_rate = e.reuse_rate;
     }
     if (!e.kv_sharing.empty()) ch.kv_sharing = e.kv_sharing;
+    ch.lr_fallback |= e.lr_fallback;
     if (!e.prompt_logprobs.empty()) ch.prompt_logprobs = e.prompt_logprobs;
     if (e.finish != ServeFinish::kNone) {
       ch.finished = true;
@@ -224,6 +226,7 @@ struct Job {
       if (ch.submitted) u.prefilled_tokens += n_prompt - ch.cached_tokens;
     }
     u.kv_sharing = choices.empty() ? "" : choices[0].kv_sharing;
+    u.lr_fallback = !choices.empty() && choices[0].lr_fallback;
     return u;
   }
 };

@@ -466,6 +466,9 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     metrics_.frozen_segments.set(st.frozen_segments);
     metrics_.frozen_blocks.set(st.frozen_blocks);
     sync_counter(metrics_.segment_evictions, st.segment_evictions);
+    metrics_.lr_blocks_used.set(st.lr_blocks_used);
+    metrics_.lr_blocks_cached.set(st.lr_blocks_cached);
+    sync_counter(metrics_.lr_fallbacks, st.lr_fallback_requests);
   }
   {
     std::lock_guard<std::mutex> lock(scrape_mu_);

@@ -222,6 +222,12 @@ ServerMetrics::ServerMetrics(MetricsRegistry& registry)
       frozen_blocks(registry.gauge("agentkv_frozen_blocks", "KV cache blocks pinned by frozen segments.")),
       segment_evictions(registry.counter("agentkv_segment_evictions_total",
                                          "Frozen segments evicted above the KV utilisation watermark.")),
+      lr_blocks_used(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.", {{"state", "used"}})),
+      lr_blocks_cached(
+          registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.", {{"state", "cached"}})),
+      lr_fallbacks(registry.counter("agentkv_lr_fallback_requests_total",
+                                    "lragent-baselr requests for an adapter in no shared-A group, served by "
+                                    "BaseShared rules.")),
       registry_(registry) {}
 
 Counter& ServerMetrics::requests(const std::string& status) {

@@ -130,6 +130,9 @@ struct ServerMetrics {
   Gauge& frozen_segments;      // agentkv_frozen_segments
   Gauge& frozen_blocks;        // agentkv_frozen_blocks
   Counter& segment_evictions;  // agentkv_segment_evictions_total
+  Gauge& lr_blocks_used;       // agentkv_lr_cache_blocks{state="used"}: LRAgent's LR cache
+  Gauge& lr_blocks_cached;     // agentkv_lr_cache_blocks{state="cached"}
+  Counter& lr_fallbacks;       // agentkv_lr_fallback_requests_total
 
  private:
   MetricsRegistry& registry_;

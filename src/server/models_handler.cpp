@@ -95,7 +95,10 @@ json models_list(const std::string& base_name, const ServingEngine* engine, int6
                     {"parent", base_name},  // as vLLM lists LoRA modules
                     {"kind", m.kind},
                     {"adapter_id", m.id},
-                    {"rank", m.rank}});
+                    {"rank", m.rank},
+                    // LRAgent: adapters with bit-identical v_proj lora_A share one LR cache under lragent-baselr.
+                    {"shared_a_group", m.shared_a_group.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.shared_a_group)},
+                    {"shared_a_with", m.shared_a_with}});
   }
   return {{"object", "list"}, {"data", std::move(data)}};
 }

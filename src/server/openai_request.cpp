@@ -190,6 +190,16 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
       if (f.real) {
         if (!x->is_number()) return wrong_type(param, "a number", *x);
         p.*f.real = x->get<double>();
+      } else if (f.list) {
+        if (!x->is_array()) return wrong_type(param, "an array of integers", *x);
+        if (x->size() > 4096) return bad_request(param, param + " has more than 4096 entries");
+        std::vector<int32_t> out;
+        for (const json& e : *x) {
+          int64_t n = 0;
+          AKV_API_TRY(read_int(e, param, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), n));
+          out.push_back(static_cast<int32_t>(n));
+        }
+        p.*f.list = std::move(out);
       } else {
         int64_t n = 0;
         AKV_API_TRY(read_int(*x, param, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), n));

@@ -41,6 +41,7 @@ json usage_json(const Usage& u) {
     out["prompt_tokens_details"]["reuse_rate"] = u.reuse_rate;
   }
   if (!u.kv_sharing.empty()) out["kv_sharing"] = u.kv_sharing;
+  if (u.lr_fallback) out["lr_fallback"] = true;
   return out;
 }
 

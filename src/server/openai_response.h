@@ -37,6 +37,7 @@ struct Usage {
   int reused_tokens = 0;  // prompt tokens whose K/V came from a cached segment (segment reuse)
   // agentkv extensions (omitted when unset):
   std::string kv_sharing = {};  // "usage.kv_sharing": the scheme applied to the request
+  bool lr_fallback = false;     // "usage.lr_fallback": lragent-baselr served by BaseShared rules (no shared-A group)
   int prefilled_tokens = -1;  // "prompt_tokens_details.prefilled_tokens": prompt tokens the model
                               // computed over all choices (n > 1 shares one prefill)
   // Segment reuse (with reused_tokens): "prompt_tokens_details.computed_token_layers",

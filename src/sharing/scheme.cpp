@@ -10,9 +10,14 @@ const SharingScheme* sharing_scheme_epic_instance();
 const SharingScheme* sharing_scheme_cacheblend_instance();
 const SharingScheme* sharing_scheme_sparsex_instance();
 const SharingScheme* sharing_scheme_relay_instance();
+const SharingScheme* sharing_scheme_full_instance();
+const SharingScheme* sharing_scheme_droidspeak_instance();
+const SharingScheme* sharing_scheme_lragent_base_instance();
+const SharingScheme* sharing_scheme_lragent_baselr_instance();
 
 namespace {
-constexpr const char* kNames[] = {"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay"};
+constexpr const char* kNames[] = {"none",    "alora", "icarus",     "naive",        "epic",          "cacheblend",
+                                  "sparsex", "relay", "full", "droidspeak", "lragent-base", "lragent-baselr"};
 }  // namespace
 
 std::span<const char* const> sharing_scheme_names() { return kNames; }
@@ -35,6 +40,10 @@ const SharingScheme* sharing_scheme_get(std::string_view name) {
   if (name == "cacheblend") return sharing_scheme_cacheblend_instance();
   if (name == "sparsex") return sharing_scheme_sparsex_instance();
   if (name == "relay") return sharing_scheme_relay_instance();
+  if (name == "full") return sharing_scheme_full_instance();
+  if (name == "droidspeak") return sharing_scheme_droidspeak_instance();
+  if (name == "lragent-base") return sharing_scheme_lragent_base_instance();
+  if (name == "lragent-baselr") return sharing_scheme_lragent_baselr_instance();
   return nullptr;
 }
 
@@ -42,7 +51,7 @@ Status SharingScheme::check_params(const KvSharingParams& p) const {
   if (p.empty()) return Status::ok();
   return make_error(ErrorCode::kInvalidArgument, "kv_sharing scheme '", name(),
                     "' takes no parameters (they belong to the segment-reuse schemes naive, epic, cacheblend, "
-                    "sparsex and relay: docs/usage.md, \"Segment reuse\")");
+                    "sparsex and relay, and to droidspeak: docs/usage.md, \"Segment reuse\")");
 }
 
 void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) {

@@ -37,6 +37,33 @@ struct SeqSharing {
   // writes no KV, reads the encoder's KV at positions 0..p) that gives the
   // logits; the encoder row of that token only writes KV.
   bool decoder_row = false;
+  // The schemes whose K/V any agent writes and any agent reads (FullShared,
+  // DroidSpeak, LRAgent's base K/V; SCHEMES.md §1.2-1.3): every block carries
+  // this lineage tag instead of the base's or the adapter's, so approximate
+  // K/V another agent wrote never serves an exact scheme. Empty: the rules
+  // above.
+  std::string shared_lineage;
+  // LRAgent: the v_proj LoRA's X·A^T lives in the LR cache under this
+  // lineage (BaseShared: the adapter's content id; BaseLRShared: its shared-A
+  // group's), the K/V cache holds V without it, and attention reads V_base
+  // + scale · V_lr · B. Tokens with cached K/V but no LR row of this lineage
+  // run the adapter's forward and write only the LR row (the "LR prefill").
+  // Empty: no LR cache.
+  std::string lr_lineage;
+  // lragent-baselr for an adapter in no shared-A group: BaseShared rules.
+  bool lr_fallback = false;
+  // DroidSpeak: the critical layers, ascending. Tokens whose K/V another
+  // agent wrote are recomputed from the first of them on, writing K/V only
+  // in them. Empty: none.
+  std::vector<int32_t> critical_layers;
+};
+
+// What a scheme decides a request's sharing from.
+struct PlanContext {
+  const Adapter* adapter = nullptr;       // nullptr: the base model
+  std::span<const int32_t> prompt;
+  const KvSharingParams* params = nullptr;  // checked, the server's defaults filled in
+  int32_t shared_a_peers = 0;             // loaded adapters whose v_proj A is the adapter's
 };
 
 class SharingScheme {
@@ -46,6 +73,9 @@ class SharingScheme {
   // adapter == nullptr is the base model. kInvalidArgument when the request
   // cannot run (an aLoRA prompt without its invocation sequence).
   virtual Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const = 0;
+  // The same with what the schemes that need more see (parameters, shared-A
+  // groups); the engine calls this one.
+  virtual Result<SeqSharing> plan_request(const PlanContext& c) const { return plan(c.adapter, c.prompt); }
   // Checks a request's scheme parameters: kInvalidArgument for a value out
   // of range or a parameter this scheme does not take. The exact schemes
   // take none.
@@ -83,8 +113,8 @@ inline constexpr double kRelayDefaultDevThreshold = 1.5;
 inline constexpr double kRelayDefaultInfluenceThreshold = 1.45;
 inline constexpr int32_t kRelayDefaultSuffixTokens = 10;
 
-// "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay"; null for an
-// unknown name. Instances are static.
+// "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay", "full",
+// "droidspeak", "lragent-base", "lragent-baselr"; null for an unknown name. Instances are static.
 const SharingScheme* sharing_scheme_get(std::string_view name);
 // The names sharing_scheme_get knows, for help texts and errors.
 std::span<const char* const> sharing_scheme_names();

@@ -56,6 +56,7 @@ Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const 
       return make_error(ErrorCode::kInvalidArgument, "kv_sharing ", field, " must be a number >= 0, got ", **value);
     }
   }
+  if (p.critical_layers) return not_taken("critical_layers");
   if (p.min_segment_tokens && *p.min_segment_tokens < 1) {
     return make_error(ErrorCode::kInvalidArgument, "kv_sharing min_segment_tokens must be >= 1, got ",
                       *p.min_segment_tokens);

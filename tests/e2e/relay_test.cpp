@@ -267,7 +267,8 @@ TEST_F(Relay, CaptureMemoryIsCountedWhereItIsKept) {
     auto e = make(o);
     return e ? e->stats().kv_bytes_per_block : 0;
   };
-  const int64_t kv = int64_t{kLayers} * 2 * kBs * 192 * 4;  // SmolLM2: 3 KV heads x 64
+  // SmolLM2: 3 KV heads x 64, plus DroidSpeak's owner tag (a float and a stamp per token).
+  const int64_t kv = int64_t{kLayers} * 2 * kBs * 192 * 4 + kBs * 8;
   EXPECT_EQ(bytes("off", true), kv);
   EXPECT_EQ(bytes("on-request", false), kv + kBs * 8);
   EXPECT_EQ(bytes("on-request", true), kv + kBs * 8 + kBs * (576 * 4 + 4));

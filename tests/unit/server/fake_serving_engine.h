@@ -67,7 +67,7 @@ class FakeServingEngine : public ServingEngine {
     if (path.find("unreadable") != std::string::npos) return make_error(ErrorCode::kIo, "cannot open ", path);
     if (path.find("garbage") != std::string::npos) return make_error(ErrorCode::kParse, path, ": not an adapter");
     adapters_[name] = ServedModel{name, kind.empty() ? "lora" : kind,
-                                  std::to_string(std::hash<std::string>{}(path)), 8};
+                                  std::to_string(std::hash<std::string>{}(path)), 8, {}, {}};
     loads.push_back(name + "=" + path + ":" + kind);
     return Status::ok();
   }
@@ -80,7 +80,7 @@ class FakeServingEngine : public ServingEngine {
 
   std::vector<ServedModel> models() const override {
     std::lock_guard<std::mutex> l(mu_);
-    std::vector<ServedModel> out = {ServedModel{"", "base", "", 0}};
+    std::vector<ServedModel> out = {ServedModel{"", "base", "", 0, {}, {}}};
     for (const auto& [name, m] : adapters_) out.push_back(m);
     return out;
   }

@@ -168,7 +168,7 @@ TEST_F(HttpAdaptersTest, KvSharingIsPassedThroughOrRefused) {
   EXPECT_EQ(absent->status, 200);
   EXPECT_EQ(engine_.last_request().kv_sharing, "");  // the engine's default
   const size_t n = engine_.submitted_requests().size();
-  for (const json& bad : {json("full"), json("ICARUS"), json(""), json(3), json(true), json::array({"alora"}),
+  for (const json& bad : {json("fullshared"), json("ICARUS"), json(""), json(3), json(true), json::array({"alora"}),
                           json::object()}) {
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
       json body = {{"kv_sharing", bad}, {"prompt", "hi"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};

@@ -105,7 +105,7 @@ TEST(AdapterSpec, CheckNamesAgainstEachOtherAndTheBase) {
 
 TEST(KvSharing, KnownSchemes) {
   for (const char* ok : {"none", "alora", "icarus"}) EXPECT_TRUE(check_kv_sharing(ok).is_ok()) << ok;
-  for (const char* bad : {"", "full", "None", "lragent-base"}) {
+  for (const char* bad : {"", "fullshared", "None", "lragent"}) {
     const Status st = check_kv_sharing(bad);
     ASSERT_FALSE(st.is_ok()) << bad;
     EXPECT_NE(st.message().find("--kv-sharing"), std::string::npos);

@@ -276,7 +276,8 @@ TEST(ReusePlanner, RegistryNamesEverySchemeOnce) {
     ASSERT_NE(sharing_scheme_get(n), nullptr) << n;
     EXPECT_EQ(std::string(sharing_scheme_get(n)->name()), n);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay",
+                                             "full", "droidspeak", "lragent-base", "lragent-baselr"}));
 }
 
 }  // namespace

@@ -1,0 +1,249 @@
+// The serving engine's private declarations, shared by its source files:
+// serving_engine.cpp (the loop, submission, steps, segments) and
+// serving_engine_shared.cpp (rows of the schemes whose K/V every agent
+// shares: FullShared, DroidSpeak, LRAgent). Nothing outside src/runtime
+// includes it; the public face is include/agentkv/serving.h.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include "adapter/registry.h"
+#include "agentkv/serving.h"
+#include "backend/backend.h"
+#include "kv/kv_component.h"
+#include "kv/kv_manager.h"
+#include "kv/kv_storage.h"
+#include "kv/lr_storage.h"
+#include "runtime/loaded_model.h"
+#include "runtime/runner.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_matcher.h"
+#include "sched/scheduler.h"
+#include "sharing/relay_profile.h"
+#include "sharing/scheme.h"
+#include "util/file_id.h"
+
+namespace agentkv {
+
+namespace serving_detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// Engine-thread state of one request: what turns its logits into events.
+struct Live {
+  ServeSink sink;
+  Sampler sampler;
+  StopMatcher stops;
+  StreamDecoder detok;
+  int32_t max_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_token_ids;
+  int32_t prompt_logprobs = -1;
+  bool return_logits = false;
+  std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  Clock::time_point submitted;
+  bool scheduled = false;  // left the queue (counts against max_queue until then)
+  bool first_sent = false;
+  double queue_s = 0;
+  double ttft_s = 0;
+  std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
+  SeqSharing sharing;
+  std::string model;                       // adapter name, "" = base (stats key)
+  // Segment reuse (naive, epic, cacheblend): the planner, and per prompt
+  // position whether its K/V is copied from a cached segment and where its
+  // run starts. Looked up once, at the first prompt chunk.
+  std::unique_ptr<ReusePlanner> planner;
+  int32_t droidspeak_admission = -1;       // DroidSpeak: the admission (preemption count) whose recompute rows ran
+  bool reuse_looked_up = false;
+  int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
+  std::vector<SegmentHit> hits;
+  std::vector<uint8_t> reused;             // [n_prompt]
+  std::vector<int32_t> run_start;          // [n_prompt], -1 where not reused
+  int32_t reused_tokens = 0;               // copied so far
+  int32_t min_segment = 0;                 // shortest segment reused, tokens
+  std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
+  std::vector<float> influence;            // [n_prompt]: a reused position's influence score
+  bool capture = false;                    // relay captures: hidden state at the capture layer, influence
+  std::function<void(const ServeRequest::KvProbe&)> kv_probe;
+  std::vector<int32_t> forced;             // teacher forcing (benchmarks)
+  int64_t prefill_token_layers = 0;
+
+  Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
+      : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
+        ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
+        return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
+        kv_probe(r.kv_probe), forced(r.forced_tokens) {
+    sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
+    if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
+  }
+};
+
+struct Pending {
+  ServeId id;
+  ServeRequest req;
+  ServeSink sink;
+  Clock::time_point submitted;
+  std::shared_ptr<const Adapter> adapter;
+  SeqSharing sharing;
+  std::unique_ptr<ReusePlanner> planner;
+  int32_t min_segment = 0;
+  bool capture = false;
+};
+
+// A Step row with logits, in row order (the runner's output order).
+struct LogitRow {
+  ServeId id;
+  int32_t prompt_pos;  // >= 0: scores prompt token prompt_pos + 1; -1: the row to sample from
+};
+
+}  // namespace serving_detail
+
+using serving_detail::Clock;
+using serving_detail::Live;
+using serving_detail::LogitRow;
+using serving_detail::Pending;
+using serving_detail::seconds;
+
+class ServingEngineImpl final : public ServingEngine {
+ public:
+  static Result<std::unique_ptr<ServingEngineImpl>> create(const ServingOptions& opts);
+  ~ServingEngineImpl() override;
+
+  Result<ServeId> submit(ServeRequest req, ServeSink sink) override;
+  void cancel(ServeId id) override;
+  bool drain(double timeout_s) override;
+  ServingStats stats() const override;
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  int32_t max_model_len() const override { return max_model_len_; }
+  int32_t vocab_size() const override { return model_->spec.n_vocab; }
+  int32_t n_layers() const override { return model_->spec.n_layers; }
+  Status load_adapter(const std::string& name, const std::string& path, const std::string& kind) override;
+  Status unload_adapter(const std::string& name) override;
+  std::vector<ServedModel> models() const override;
+  Result<SegmentInfo> create_segment(const SegmentSpec& spec) override;
+  Status delete_segment(const std::string& id, const std::string& tenant) override;
+  std::vector<SegmentInfo> list_segments(const std::string& tenant) override;
+
+ private:
+  ServingEngineImpl() = default;
+  void loop();
+  void take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
+  void run_step(const SchedulerOutput& out);
+  // Segment reuse for one scheduled chunk of a request with a planner: finds
+  // the cached segments of its prompt (first chunk), queues the K/V copies
+  // of the chunk's reused positions (a source gone since the lookup is
+  // recomputed instead), and adds the planner's rows and hooks to the step.
+  void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
+  // Turns one logits row into a token and an event; finishes when it should.
+  void on_logits(ServeId id, std::span<const float> logits);
+  // Scores prompt token pos + 1 from the logits row of position pos.
+  void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
+  void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
+  void mark_scheduled(ServeId id, Live& l);
+  // K/V entries of the prompt positions the request prefilled (not served
+  // by the prefix cache), and those of them copied instead of computed
+  // (0 without segment reuse); their ratio is ServeEvent::reuse_rate.
+  int64_t prefilled_entries(const Live& l, int32_t cached) const {
+    return int64_t{l.n_prompt - cached} * model_->spec.n_layers;
+  }
+  int64_t reused_entries(const Live& l, int32_t cached) const {
+    return l.reused_tokens == 0 ? 0 : std::max<int64_t>(0, prefilled_entries(l, cached) - l.prefill_token_layers);
+  }
+  double reuse_rate(const Live& l, int32_t cached) const {
+    const int64_t all = prefilled_entries(l, cached);
+    return all > 0 ? static_cast<double>(reused_entries(l, cached)) / static_cast<double>(all) : 0.0;
+  }
+  void publish_stats();
+  // Runs fn on the engine thread (the KV manager's owner) and waits for it.
+  // kUnavailable once the engine is stopping.
+  Status run_on_engine(std::function<void()> fn);
+  void run_tasks();
+  // A request is finishing, its blocks still held: when it was a segment's
+  // prefill, freeze them (or report why not) to the waiting create_segment.
+  void finish_segment_job(ServeId id, ServeFinish why, const std::string& error);
+  // Relay captures: what a row of a capturing request asks the runner for,
+  // and storing what the runner captured into the KV components.
+  void mark_captures(const Live& l, TokenRow* row) const;
+  // The rows of a chunk that does no segment reuse (serving_engine_shared.cpp
+  // for what the shared-K/V schemes add): the scheme's RowSpecs as TokenRows,
+  // with LRAgent's LR slots and rows that keep cached K/V, and DroidSpeak's
+  // recompute rows for tokens another agent wrote. Appends one StepSeq.
+  void plan_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
+  void add_droidspeak_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, const std::vector<int32_t>& blocks,
+                           Step* step);
+  // DroidSpeak: after a step, the agent of each slot its rows wrote.
+  void store_owners(const Step& step, const std::vector<Live*>& seq_of);
+  int32_t agent_tag(const Adapter* a);
+  void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
+  uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
+
+  ServingOptions opts_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<backend_i> backend_;
+  std::unique_ptr<KvStorage> storage_;
+  std::unique_ptr<KvManager> kv_;
+  // LRAgent's LR cache: its storage and its own pool and prefix index (null
+  // with --lr-cache-rank 0).
+  std::unique_ptr<LrStorage> lr_storage_;
+  std::unique_ptr<KvManager> lr_kv_;
+  // DroidSpeak: which agent's K/V each slot holds in the critical layers
+  // (agent_tag), so an agent recomputes only what another one wrote.
+  std::unique_ptr<KvComponent> owner_;
+  std::unordered_map<std::string, int32_t> agent_tags_;  // adapter content id -> tag; the base is 0
+  // KV components of the relay captures (null when --relay-capture off):
+  // the influence score, and the hidden state entering capture_layer_ (also
+  // null while the server knows no relay l_start: nothing to capture at).
+  std::unique_ptr<KvComponent> hidden_, influence_;
+  int32_t capture_layer_ = -1;
+  bool capture_all_ = false;
+  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<Scheduler> sched_;
+  AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up
+  const SharingScheme* default_scheme_ = nullptr;
+  int32_t max_model_len_ = 0;
+
+  // Engine thread only.
+  std::unordered_map<ServeId, Live> live_;
+  std::vector<float> logits_;
+  struct SegmentJob {
+    std::string seg_id;
+    SegmentSpec spec;
+    std::shared_ptr<std::promise<Result<SegmentInfo>>> done;
+  };
+  std::unordered_map<ServeId, SegmentJob> segment_jobs_;  // segment prefills, by request
+  uint64_t next_segment_ = 1;
+
+  // Shared, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;  // the engine thread: work arrived
+  std::condition_variable idle_;  // drain(): a request finished
+  std::vector<Pending> inbox_;
+  std::vector<ServeId> cancels_;
+  std::vector<std::function<void()>> tasks_;  // run_on_engine
+  bool cancel_all_ = false;
+  bool draining_ = false;
+  bool stopping_ = false;
+  ServeId next_id_ = 1;
+  int32_t n_queued_ = 0;  // submitted, not yet scheduled
+  int32_t n_live_ = 0;    // submitted, not yet finished
+  ServingStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace agentkv

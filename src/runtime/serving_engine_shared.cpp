@@ -1,0 +1,113 @@
+// The rows of a chunk without segment reuse, and what the schemes whose K/V
+// every agent shares add to them (SCHEMES.md §1.2-1.3):
+//  - LRAgent: each row writes its LR row (X·A^T of its adapter's v_proj) to
+//    the request's LR blocks; rows whose base K/V came from the prefix cache
+//    (positions before SchedRequest::kv_hit_tokens) keep it and write only
+//    their LR row: BaseShared's "LR prefill". The sequence's attention reads
+//    V_base + s·V_lr·B (Step::seq_lr).
+//  - DroidSpeak: at a request's first chunk after admission, every cached
+//    position whose critical-layer K/V another agent wrote gets a row that
+//    runs the agent's forward and writes K/V in the critical layers only,
+//    overwriting the shared entries (LRAgent App. D.6). These rows ride with
+//    the chunk, beyond the scheduler's token budget (it budgets tokens to
+//    compute, not rows; a known gap, docs/usage.md).
+// The engine sees scheme decisions (SeqSharing) only; no scheme names here.
+#include "runtime/serving_engine_impl.h"
+
+namespace agentkv {
+
+int32_t ServingEngineImpl::agent_tag(const Adapter* a) {
+  if (a == nullptr) return 0;
+  auto [it, fresh] = agent_tags_.try_emplace(a->id, static_cast<int32_t>(agent_tags_.size()) + 1);
+  (void)fresh;
+  return it->second;
+}
+
+void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step,
+                                  std::vector<LogitRow>* logit_rows) {
+  SchedRequest* r = s.req;
+  const int32_t bs = opts_.block_size;
+  const bool lr = r->lr && lr_kv_ != nullptr && adapter_index >= 0;
+  StepSeq q;
+  q.row_begin = static_cast<int32_t>(step->rows.size());
+  q.blocks = kv_->block_table(r->id);
+  if (!l.sharing.critical_layers.empty() && l.sharing.adapter != nullptr) {
+    add_droidspeak_rows(s, l, adapter_index, q.blocks, step);
+  }
+  const std::vector<int32_t>* lr_blocks = lr ? &lr_kv_->block_table(r->id) : nullptr;
+  std::vector<RowSpec> specs;
+  sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
+  for (const RowSpec& rs : specs) {
+    const int32_t pos = rs.index;
+    TokenRow row;
+    row.token = r->tokens[pos];
+    row.pos = pos;
+    row.slot = rs.write_kv ? int64_t{q.blocks[pos / bs]} * bs + pos % bs : -1;
+    row.logits = rs.logits;
+    row.adapter = rs.adapter ? adapter_index : -1;
+    if (lr && row.adapter >= 0) {
+      row.lr_slot = int64_t{(*lr_blocks)[pos / bs]} * bs + pos % bs;
+      if (pos < r->kv_hit_tokens) row.slot = -1;  // the base K/V is cached: keep it
+    }
+    // Prompt logprobs: every prompt row that writes KV also gives logits.
+    const bool score = !rs.logits && rs.write_kv && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
+    if (score) row.logits = true;
+    if (row.logits) logit_rows->push_back({r->id, score ? pos : -1});
+    mark_captures(l, &row);
+    step->rows.push_back(row);
+  }
+  q.row_end = static_cast<int32_t>(step->rows.size());
+  if (lr) {
+    step->seq_lr.resize(step->seqs.size() + 1);
+    step->seq_lr.back() = StepSeqLr{adapter_index, *lr_blocks};
+  }
+  step->seqs.push_back(std::move(q));
+}
+
+void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index,
+                                            const std::vector<int32_t>& blocks, Step* step) {
+  SchedRequest* r = s.req;
+  // Once per admission, at its first chunk: the cached prefix is [0, s.begin).
+  if (l.droidspeak_admission == r->n_preemptions || s.begin != r->kv_hit_tokens || s.begin == 0) return;
+  l.droidspeak_admission = r->n_preemptions;
+  const int32_t bs = opts_.block_size;
+  const int32_t tag = agent_tag(l.sharing.adapter);
+  int32_t mask = -1;
+  for (int32_t p = 0; p < s.begin; ++p) {
+    const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
+    const std::span<const float> owner = owner_->read(slot, generation_of(slot));
+    if (!owner.empty() && static_cast<int32_t>(owner[0]) == tag) continue;  // its own K/V already
+    if (mask < 0) {
+      mask = static_cast<int32_t>(step->write_masks.size());
+      std::vector<uint8_t> m(model_->spec.n_layers, 0);
+      for (int32_t layer : l.sharing.critical_layers) m[layer] = 1;
+      step->write_masks.push_back(std::move(m));
+    }
+    TokenRow row;
+    row.token = r->tokens[p];
+    row.pos = p;
+    row.slot = slot;
+    row.adapter = adapter_index;
+    row.write_mask = mask;
+    // No hidden-state snapshot is kept for DroidSpeak: the row starts at
+    // layer 0 and ends after the last critical layer.
+    row.layer_end = l.sharing.critical_layers.back() + 1;
+    step->rows.push_back(row);
+  }
+}
+
+void ServingEngineImpl::store_owners(const Step& step, const std::vector<Live*>& seq_of) {
+  for (size_t q = 0; q < step.seqs.size() && q < seq_of.size(); ++q) {
+    const Live* l = seq_of[q];
+    if (l == nullptr || l->sharing.critical_layers.empty()) continue;
+    const int32_t tag = agent_tag(l->sharing.adapter);
+    const StepSeq& sq = step.seqs[q];
+    for (int32_t i = sq.row_begin; i < sq.row_end; ++i) {
+      const TokenRow& row = step.rows[i];
+      if (row.slot < 0 || row.adapter < 0) continue;
+      owner_->write(row.slot, generation_of(row.slot))[0] = static_cast<float>(tag);
+    }
+  }
+}
+
+}  // namespace agentkv
