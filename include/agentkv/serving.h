@@ -156,6 +156,10 @@ struct ServingOptions {
   // A relay layer profile (agentkv profile-relay) for this model: its layers
   // become the defaults of l_start, l_det and l_end. "" = none.
   std::string relay_profile;
+  // A DroidSpeak profile (agentkv profile-droidspeak) for this model: its
+  // critical layers become droidspeak's default (unless
+  // kv_sharing_params.critical_layers is set).
+  std::string droidspeak_profile;
   // LRAgent's LR cache (lragent-base, lragent-baselr): room for v_proj LoRA
   // ranks up to this (0: no LR cache; those schemes then refuse requests).
   // It takes kLrBlocksPerKvBlock LR blocks per K/V block of the budget.

@@ -59,10 +59,17 @@ struct LrAttention {
   const float* const* b = nullptr;        // [n_seqs] B (kv_dim, rank[s]) row-major; null: the sequence has no LR
   const int32_t* rank = nullptr;          // [n_seqs]
   const float* scale = nullptr;           // [n_seqs] lora_alpha / r
-  // Reference path, for benchmarks: expand each sequence's V rows once per
-  // call (L · r · kv_dim multiply-adds) and attend over them, as an engine
-  // without Flash-LoRA-Attention would. Equal to rounding.
-  bool expand = false;
+  // How: kFused keeps the rank-r accumulator (extra work per query head:
+  // L·r, plus r·D for B); kExpand expands each sequence's V rows once per
+  // call (L · r · kv_dim multiply-adds) and attends over them, as an engine
+  // without Flash-LoRA-Attention does; kAuto picks per sequence the cheaper
+  // by that count: fused for decode and short chunks, expand once a chunk's
+  // query heads per kv head outnumber about head_dim. Equal to rounding;
+  // under kAuto a row's rounding so depends on its sequence's rows in the
+  // call (only LR sequences, whose schemes are approximate anyway).
+  // kFused and kExpand keep batch invariance.
+  enum class Path { kAuto, kFused, kExpand };
+  Path path = Path::kAuto;
 };
 
 // Host-side description of one Step's attention, built once per Step and used

@@ -2,6 +2,7 @@
 // serving engine, each sharing scheme against `none` on the same trace.
 // Prints Markdown tables; --json-out keeps the numbers for
 // tools/plot_bench_agents.py.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,8 @@
 #include <unistd.h>
 
 #include "bench/agent_workloads.h"
+#include "bench/engine_requests.h"
+#include "bench/lragent_trace.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 
@@ -21,6 +24,7 @@ struct AgentsArgs {
   std::string workload = "alora-pipeline";
   PipelineOptions pipe;
   RoundRobinOptions rr;
+  LragentTraceOptions trace;
   std::string json_out;
 };
 
@@ -63,6 +67,50 @@ void print_round_robin(const std::vector<RoundRobinResult>& rs, nlohmann::json* 
   }
 }
 
+// Per (L_ctx, scheme) the medians over repetitions, and each against none.
+void print_lragent_trace(const std::vector<LragentTraceResult>& rs, const std::vector<std::string>& schemes,
+                         nlohmann::json* j) {
+  for (const LragentTraceResult& r : rs) {
+    (*j)["lragent_trace"].push_back({{"ctx_len", r.ctx_len}, {"scheme", r.scheme}, {"rep", r.rep},
+                                     {"ttft_sum_s", r.ttft_sum_s}, {"e2e_s", r.e2e_s},
+                                     {"total_tokens", r.total_tokens}, {"throughput", r.throughput()},
+                                     {"computed_rows", r.computed_rows}, {"peak_kv_bytes", r.peak_kv_bytes}});
+  }
+  std::vector<int32_t> lens;
+  for (const LragentTraceResult& r : rs) {
+    if (std::find(lens.begin(), lens.end(), r.ctx_len) == lens.end()) lens.push_back(r.ctx_len);
+  }
+  struct Med {
+    double ttft = 0, tput = 0, mib = 0, rows = 0;
+  };
+  auto med = [&](int32_t L, const std::string& s) {
+    std::vector<double> a, b, c, d;
+    for (const LragentTraceResult& r : rs) {
+      if (r.ctx_len != L || r.scheme != s) continue;
+      a.push_back(r.ttft_sum_s), b.push_back(r.throughput()), c.push_back(double(r.peak_kv_bytes) / (1 << 20));
+      d.push_back(double(r.computed_rows));
+    }
+    return Med{bench::median(a), bench::median(b), bench::median(c), bench::median(d)};
+  };
+  std::printf("\n| L_ctx | tokens | scheme | TTFT sum s | throughput tok/s | peak KV MiB | prefill rows | TTFT vs none | "
+              "throughput vs none | KV vs none |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int32_t L : lens) {
+    const Med none = med(L, "none");
+    for (const std::string& s : schemes) {
+      const Med m = med(L, s);
+      if (m.tput == 0) continue;
+      std::printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.0f | %.2fx | %.2fx | %.2fx |\n", L, 912 + 4 * L, s.c_str(),
+                  m.ttft, m.tput, m.mib, m.rows, none.ttft > 0 ? none.ttft / m.ttft : 0,
+                  none.tput > 0 ? m.tput / none.tput : 0, none.mib > 0 ? m.mib / none.mib : 0);
+    }
+    const Med lr = med(L, "lragent-baselr");
+    if (lr.rows > 0 && none.rows > 0) {
+      std::printf("| %d | | token bound (none's prefill rows / lragent-baselr's) | | | | | %.2fx | | |\n", L,
+                  none.rows / lr.rows);
+    }
+  }
+}
+
 void run(AgentsArgs a) {
   if (a.o.work_dir.empty()) {
     a.o.work_dir = (std::filesystem::temp_directory_path() / ("agentkv_bench_agents_" + std::to_string(::getpid()))).string();
@@ -82,6 +130,10 @@ void run(AgentsArgs a) {
     auto r = run_icarus_round_robin(a.o, a.rr);
     if (r.is_ok()) print_round_robin(*r, &j);
     st = r.status();
+  } else if (a.workload == "lragent-trace") {
+    auto r = run_lragent_trace(a.o, a.trace);
+    if (r.is_ok()) print_lragent_trace(*r, a.trace.schemes, &j);
+    st = r.status();
   } else {
     st = make_error(ErrorCode::kInvalidArgument, "unknown --workload '", a.workload, "'");
   }
@@ -97,7 +149,9 @@ void register_bench_agents(CLI::App& app) {
   a->o.model_path = default_model_path();
   CLI::App* cmd = app.add_subcommand(
       "bench-agents", "Multi-agent workloads from the papers: each sharing scheme against `none` on the same trace");
-  cmd->add_option("--workload", a->workload, "alora-pipeline (paper 004 Sec. 4) or icarus-round-robin (paper 001)")
+  cmd->add_option("--workload", a->workload,
+                  "alora-pipeline (paper 004 Sec. 4), icarus-round-robin (paper 001) or lragent-trace (paper 000 "
+                  "App. C.5)")
       ->capture_default_str();
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
@@ -115,6 +169,22 @@ void register_bench_agents(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--turn-tokens", a->rr.turn_tokens, "icarus-round-robin: tokens generated per turn")
       ->capture_default_str();
+  cmd->add_option("--ctx-lens", a->trace.ctx_lens, "lragent-trace: the trace's L_ctx values")->delimiter(',');
+  cmd->add_option("--schemes", a->trace.schemes,
+                  "lragent-trace: schemes, in the order of the first repetition; NAME+noflash attends over "
+                  "expanded V instead of Flash-LoRA-Attention")
+      ->delimiter(',');
+  cmd->add_option("--reps", a->trace.reps, "lragent-trace: repetitions (schemes interleaved in each)")
+      ->capture_default_str();
+  cmd->add_option("--adapter-dir", a->trace.adapter_dir,
+                  "lragent-trace: a folder with plan/, action/ and reflect/ PEFT adapters (default: random ones, q "
+                  "and v, r 8, one shared A)");
+  cmd->add_option("--critical-layers", a->trace.critical_layers, "lragent-trace: droidspeak's critical layers")
+      ->delimiter(',');
+  a->trace.droidspeak_profile = default_droidspeak_profile();
+  cmd->add_option("--droidspeak-profile", a->trace.droidspeak_profile,
+                  "lragent-trace: droidspeak's critical layers from this profile (default: the committed one for "
+                  "SmolLM2 when it exists)");
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
   cmd->callback([a] { run(*a); });
 }

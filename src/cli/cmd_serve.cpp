@@ -406,6 +406,10 @@ void register_serve(CLI::App& app) {
   cmd->add_flag_function(
       "--no-flash-lora", [&e](int64_t) { e.flash_lora = false; },
       "LRAgent: attend over V expanded from the LR cache each step instead of Flash-LoRA-Attention (for comparison)");
+  cmd->add_option("--droidspeak-profile", e.droidspeak_profile,
+                  "droidspeak: the critical-layer profile of this model (agentkv profile-droidspeak writes one); its "
+                  "layers become the default")
+      ->check(CLI::ExistingFile);
   cmd->add_option_function<std::string>(
          "--droidspeak-layers",
          [&e](const std::string& v) {

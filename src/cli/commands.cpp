@@ -18,6 +18,7 @@ void register_all(CLI::App& app) {
   register_bench_agents(app);
   register_bench_fidelity(app);
   register_profile_relay(app);
+  register_profile_droidspeak(app);
   register_bench_relay(app);
   register_synth_model(app);
   register_synth_adapter(app);

@@ -20,6 +20,7 @@ void register_serve(CLI::App& app);
 void register_bench_agents(CLI::App& app);
 void register_bench_fidelity(CLI::App& app);
 void register_profile_relay(CLI::App& app);
+void register_profile_droidspeak(CLI::App& app);
 void register_bench_relay(CLI::App& app);
 
 }  // namespace agentkv::cli

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "cli/commands.h"
@@ -11,6 +12,13 @@ namespace agentkv::cli {
 std::string default_model_path() {
   if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;
   return "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+std::string default_droidspeak_profile() {
+  // Only for the default model: another model's profile would be refused.
+  const char* path = "profiles/smollm2-135m-instruct-q4_1.droidspeak.json";
+  if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return "";
+  return std::filesystem::exists(path) ? path : "";
 }
 
 ServingOptions serving_options(const EngineArgs& a) {

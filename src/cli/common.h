@@ -27,6 +27,8 @@ ServingOptions serving_options(const EngineArgs& a);
 // The model file: --model, else $AGENTKV_MODEL, else the default model that
 // scripts/setup.sh extracts.
 std::string default_model_path();
+// The committed DroidSpeak profile of the default model, "" when absent or another model is set.
+std::string default_droidspeak_profile();
 
 // Adds --model, --threads, --ctx-size, --block-size, --ubatch.
 void add_engine_options(CLI::App* cmd, EngineArgs* opts);

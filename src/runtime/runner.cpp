@@ -168,14 +168,15 @@ Status Runner::validate_lr(const Step& step) const {
                           ", above the LR cache's ", lr_->geometry().width);
       }
     }
-    if (ql.blocks.size() < q.blocks.size()) {
-      return make_error(ErrorCode::kInternal, "an LR block table shorter than the K/V's");
-    }
     for (int32_t b : ql.blocks) {
       if (b < 0 || b >= lr_->n_blocks()) return make_error(ErrorCode::kInternal, "LR block id ", b, " out of range");
     }
     for (int32_t r = q.row_begin; r < q.row_end; ++r) {
       const TokenRow& row = step.rows[r];
+      // Attention of a row at p reads V_lr of keys 0..p: the LR table must reach it.
+      if (row.pos / bs >= static_cast<int64_t>(ql.blocks.size())) {
+        return make_error(ErrorCode::kInternal, "row position ", row.pos, " beyond its LR block table");
+      }
       if (row.lr_slot == -1) continue;
       const int64_t want = int64_t{ql.blocks[row.pos / bs]} * bs + row.pos % bs;
       if (row.lr_slot != want || row.adapter != ql.adapter) {
@@ -515,6 +516,59 @@ void Runner::collect_influence(const Step& step, StepOutput* out) {
   plan_.colsum = nullptr;
 }
 
+void Runner::project_kv(int layer, const int64_t* wslots) {
+  const ModelSpec& s = model_->spec;
+  const LayerWeights& w = model_->w.layers[layer];
+  backend_i& be = *backend_;
+  const int64_t d = s.d_model, kvd = s.kv_dim();
+  const int64_t n = static_cast<int64_t>(kv_rows_.size());
+  const bool all = n == static_cast<int64_t>(active_.size());
+  kv_slots_.resize(n);
+  kv_pos_.resize(n);
+  for (int64_t j = 0; j < n; ++j) {
+    kv_slots_[j] = wslots[kv_rows_[j]];
+    kv_pos_[j] = row_pos_[kv_rows_[j]];
+  }
+  if (n == 0) return;
+  // The rows' normed inputs, gathered when some rows are left out: kernels
+  // keep one reduction order per row whatever the row count, so a row's K/V
+  // is bitwise the same either way.
+  const float* hk = h_.data();
+  if (!all) {
+    hk_.resize(n * d);
+    for (int64_t j = 0; j < n; ++j) std::memcpy(&hk_[j * d], &h_[kv_rows_[j] * d], sizeof(float) * d);
+    hk = hk_.data();
+  }
+  linear(hk, w.wk, k_.data(), n, d, kvd);
+  linear(hk, w.wv, v_.data(), n, d, kvd);
+  // LoRA on k and v for the adapters' rows among them, in gathered indexes.
+  kv_pos_of_.assign(active_.size(), -1);
+  for (int64_t j = 0; j < n; ++j) kv_pos_of_[kv_rows_[j]] = static_cast<int32_t>(j);
+  for (const AdapterGroup& g : groups_) {
+    for (const LoraTarget t : {LoraTarget::kK, LoraTarget::kV}) {
+      const std::vector<int32_t>& rows = t == LoraTarget::kK ? g.kv_rows : g.v_rows;
+      if (rows.empty()) continue;
+      const LoraMatrix& m = g.adapter->layers[layer].at(t);
+      if (m.empty()) continue;
+      lora_rows_.clear();
+      for (int32_t c : rows) {
+        if (kv_pos_of_[c] >= 0) lora_rows_.push_back(kv_pos_of_[c]);
+      }
+      if (lora_rows_.empty()) continue;
+      be.lora(hk, d, LoraView{m.a.data(), m.b.data(), m.rank, m.scale}, lora_rows_.data(),
+              static_cast<int64_t>(lora_rows_.size()), t == LoraTarget::kK ? k_.data() : v_.data(), kvd);
+    }
+  }
+  if (!w.bk.empty()) {
+    for (int64_t j = 0; j < n; ++j) {
+      be.add(w.bk.f32(), &k_[j * kvd], kvd);
+      be.add(w.bv.f32(), &v_[j * kvd], kvd);
+    }
+  }
+  if (!w.k_norm.empty()) be.rms_norm(k_.data(), w.k_norm.f32(), k_.data(), n * s.n_kv_heads, s.head_dim, s.norm_eps);
+  be.rope(k_.data(), kv_pos_.data(), n, s.n_kv_heads, s.head_dim, rope_);
+}
+
 const int64_t* Runner::write_slots(const Step& step, int layer) {
   if (!any_mask_) return slots_.data();
   masked_slots_.resize(active_.size());
@@ -564,7 +618,7 @@ void Runner::plan_lr(const Step& step, int layer) {
   lr_plan_.b = lr_b_.data();
   lr_plan_.rank = lr_rank_.data();
   lr_plan_.scale = lr_scale_.data();
-  lr_plan_.expand = !flash_lora_;
+  lr_plan_.path = flash_lora_ ? LrAttention::Path::kAuto : LrAttention::Path::kExpand;
   plan_.lr = &lr_plan_;
 }
 
@@ -572,7 +626,7 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   const ModelSpec& s = model_->spec;
   const LayerWeights& w = model_->w.layers[layer];
   backend_i& be = *backend_;
-  const int64_t qd = s.q_dim(), kvd = s.kv_dim();
+  const int64_t qd = s.q_dim();
   int64_t R = static_cast<int64_t>(active_.size());
 
   // Attention block: x += Wo · attn(rope(Wq h), rope(Wk h), Wv h), h = norm(x).
@@ -582,33 +636,33 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   be.rms_norm(x_.data(), w.attn_norm.f32(), h_.data(), R, s.d_model, s.norm_eps);
   linear(h_.data(), w.wq, q_.data(), R, s.d_model, qd);
   apply_lora(layer, LoraTarget::kQ, h_.data(), s.d_model, q_.data(), qd);
-  linear(h_.data(), w.wk, k_.data(), R, s.d_model, kvd);
-  apply_lora(layer, LoraTarget::kK, h_.data(), s.d_model, k_.data(), kvd);
-  linear(h_.data(), w.wv, v_.data(), R, s.d_model, kvd);
-  apply_lora(layer, LoraTarget::kV, h_.data(), s.d_model, v_.data(), kvd);
   if (!w.bq.empty()) {
-    for (int64_t r = 0; r < R; ++r) {
-      be.add(w.bq.f32(), &q_[r * qd], qd);
-      be.add(w.bk.f32(), &k_[r * kvd], kvd);
-      be.add(w.bv.f32(), &v_[r * kvd], kvd);
-    }
+    for (int64_t r = 0; r < R; ++r) be.add(w.bq.f32(), &q_[r * qd], qd);
   }
   if (!w.q_norm.empty()) {  // qwen3: RMSNorm over each head before RoPE
     be.rms_norm(q_.data(), w.q_norm.f32(), q_.data(), R * s.n_heads, s.head_dim, s.norm_eps);
-    be.rms_norm(k_.data(), w.k_norm.f32(), k_.data(), R * s.n_kv_heads, s.head_dim, s.norm_eps);
   }
   be.rope(q_.data(), row_pos_.data(), R, s.n_heads, s.head_dim, rope_);
-  be.rope(k_.data(), row_pos_.data(), R, s.n_kv_heads, s.head_dim, rope_);
   bool hooked = false;
   for (const LayerHook& h : step.hooks) hooked |= h.layer == layer;
   KvLayerView kv = kv_->layer_view(layer);
   if (any_lr_) write_lr(layer);  // before any row leaves: a dropped row's LR stays written, as its K/V
+  const int64_t* wslots = write_slots(step, layer);
+  // K/V projections only for the rows that write K/V here: a row that keeps
+  // the cached entry (LRAgent's LR prefill, DroidSpeak outside its critical
+  // layers, an ICaRus decoder row) never reads its own. A hook sees every
+  // row's fresh K/V, so a hooked layer computes them all.
+  kv_rows_.clear();
+  for (int64_t i = 0; i < R; ++i) {
+    if (hooked || wslots[i] >= 0) kv_rows_.push_back(static_cast<int32_t>(i));
+  }
+  project_kv(layer, wslots);
   if (hooked) {
     run_hooks(step, layer);  // writes K/V, then may drop rows
     R = static_cast<int64_t>(active_.size());
     if (R == 0) return;
-  } else {
-    be.kv_write(kv, k_.data(), v_.data(), write_slots(step, layer), R);
+  } else if (!kv_rows_.empty()) {
+    be.kv_write(kv, k_.data(), v_.data(), kv_slots_.data(), static_cast<int64_t>(kv_rows_.size()));
   }
   if (any_influence_) plan_influence(step);
   if (any_lr_) plan_lr(step, layer);

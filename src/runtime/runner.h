@@ -80,6 +80,9 @@ class Runner {
   void plan_lr(const Step& step, int layer);
   // The slots the active rows write K/V to at `layer` (TokenRow::write_mask).
   const int64_t* write_slots(const Step& step, int layer);
+  // K and V (LoRA, bias, k norm, RoPE) of the compact rows kv_rows_, into
+  // the first rows of k_ and v_, with their slots in kv_slots_.
+  void project_kv(int layer, const int64_t* wslots);
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
@@ -102,6 +105,11 @@ class Runner {
   std::vector<int32_t> row_pos_, row_indptr_, block_indptr_, block_ids_;
   std::vector<int64_t> slots_;
   std::vector<int64_t> slots_lr_;      // per active row: TokenRow::lr_slot
+  // The active rows whose K/V a layer computes, their slots and positions,
+  // their normed inputs when gathered, and each active row's index among them.
+  std::vector<int32_t> kv_rows_, kv_pos_, kv_pos_of_, lora_rows_;
+  std::vector<int64_t> kv_slots_;
+  AlignedVector<float> hk_;
   std::vector<int64_t> masked_slots_;  // slots_ at one layer, with TokenRow::write_mask applied
   bool any_mask_ = false;
   // LRAgent: per Step sequence its LR block table (CSR) and, per layer, its

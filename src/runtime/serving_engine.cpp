@@ -44,6 +44,11 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     if (!d.l_det) d.l_det = rp.l_det;
     if (!d.l_end) d.l_end = rp.l_end;
   }
+  if (!opts.droidspeak_profile.empty() && !e->opts_.kv_sharing_params.critical_layers) {
+    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
+    AKV_ASSIGN_OR_RETURN(DroidspeakProfile dp, load_droidspeak_profile(opts.droidspeak_profile, model_id, s.n_layers));
+    e->opts_.kv_sharing_params.critical_layers = dp.critical_layers;
+  }
   {
     const KvSharingParams& d = e->opts_.kv_sharing_params;
     if (d.l_start || d.l_det || d.l_end) {

@@ -27,6 +27,7 @@
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
+#include "sharing/droidspeak_profile.h"
 #include "sharing/relay_profile.h"
 #include "sharing/scheme.h"
 #include "util/file_id.h"

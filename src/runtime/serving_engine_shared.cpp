@@ -6,15 +6,33 @@
 //    their LR row: BaseShared's "LR prefill". The sequence's attention reads
 //    V_base + s·V_lr·B (Step::seq_lr).
 //  - DroidSpeak: at a request's first chunk after admission, every cached
-//    position whose critical-layer K/V another agent wrote gets a row that
-//    runs the agent's forward and writes K/V in the critical layers only,
-//    overwriting the shared entries (LRAgent App. D.6). These rows ride with
-//    the chunk, beyond the scheduler's token budget (it budgets tokens to
-//    compute, not rows; a known gap, docs/usage.md).
+//    position this agent has not processed yet (another agent wrote it) gets
+//    a row that runs the agent's forward and writes K/V in the critical
+//    layers only, overwriting the shared entries (LRAgent App. D.6). A
+//    token an agent once processed is not redone when another agent later
+//    overwrote its critical layers: as the paper's per-agent cache length.
+//    These rows ride with the chunk, beyond the scheduler's token budget (it
+//    budgets tokens to compute, not rows; a known gap, docs/usage.md).
 // The engine sees scheme decisions (SeqSharing) only; no scheme names here.
+#include <cstring>
+
 #include "runtime/serving_engine_impl.h"
 
 namespace agentkv {
+
+namespace {
+
+// The owner component keeps, per slot, a 32-bit set of the agents that
+// processed the token (bit tag % 32), in the bits of its float.
+uint32_t processed_by(std::span<const float> row) {
+  uint32_t m = 0;
+  if (!row.empty()) std::memcpy(&m, row.data(), sizeof m);
+  return m;
+}
+
+void set_processed(std::span<float> row, uint32_t m) { std::memcpy(row.data(), &m, sizeof m); }
+
+}  // namespace
 
 int32_t ServingEngineImpl::agent_tag(const Adapter* a) {
   if (a == nullptr) return 0;
@@ -71,12 +89,11 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
   if (l.droidspeak_admission == r->n_preemptions || s.begin != r->kv_hit_tokens || s.begin == 0) return;
   l.droidspeak_admission = r->n_preemptions;
   const int32_t bs = opts_.block_size;
-  const int32_t tag = agent_tag(l.sharing.adapter);
+  const uint32_t bit = uint32_t{1} << (agent_tag(l.sharing.adapter) % 32);
   int32_t mask = -1;
   for (int32_t p = 0; p < s.begin; ++p) {
     const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
-    const std::span<const float> owner = owner_->read(slot, generation_of(slot));
-    if (!owner.empty() && static_cast<int32_t>(owner[0]) == tag) continue;  // its own K/V already
+    if (processed_by(owner_->read(slot, generation_of(slot))) & bit) continue;  // it processed this token already
     if (mask < 0) {
       mask = static_cast<int32_t>(step->write_masks.size());
       std::vector<uint8_t> m(model_->spec.n_layers, 0);
@@ -100,12 +117,16 @@ void ServingEngineImpl::store_owners(const Step& step, const std::vector<Live*>&
   for (size_t q = 0; q < step.seqs.size() && q < seq_of.size(); ++q) {
     const Live* l = seq_of[q];
     if (l == nullptr || l->sharing.critical_layers.empty()) continue;
-    const int32_t tag = agent_tag(l->sharing.adapter);
+    const uint32_t bit = uint32_t{1} << (agent_tag(l->sharing.adapter) % 32);
     const StepSeq& sq = step.seqs[q];
     for (int32_t i = sq.row_begin; i < sq.row_end; ++i) {
       const TokenRow& row = step.rows[i];
       if (row.slot < 0 || row.adapter < 0) continue;
-      owner_->write(row.slot, generation_of(row.slot))[0] = static_cast<float>(tag);
+      const uint32_t gen = generation_of(row.slot);
+      // A recompute row adds the agent to those that processed the token; a
+      // row of new K/V (all layers) makes it the only one.
+      const uint32_t before = row.write_mask >= 0 ? processed_by(owner_->read(row.slot, gen)) : 0;
+      set_processed(owner_->write(row.slot, gen), before | bit);
     }
   }
 }

@@ -64,6 +64,7 @@ struct SeqLr {
   float scale = 0.0f;
   const float* vexp = nullptr;   // expand path: [n_keys, kv_dim] V rows already expanded
 };
+const SeqLr kNoLr;
 
 // kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
 // transposed in registers: element-wise, the strided stores cost as much as
@@ -200,6 +201,35 @@ void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int
   }
 }
 
+// acc[0..R) += sum_{t < n} p[t] * l[t][0..R) for the narrow LR rows
+// (Flash-LoRA-Attention's second accumulator, R = the rank, often 8): one
+// vector per 8 columns would chain every key's FMA on the one before, so
+// four partial sums over t mod 4 run side by side and are added at the end,
+// in that fixed order.
+void accumulate_lr(float* acc, const float* p, const float* const* l, int n, int R) {
+  int d = 0;
+#if AGENTKV_AVX2
+  for (; d + 8 <= R; d += 8) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(l[t] + d), a0);
+      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 1), _mm256_loadu_ps(l[t + 1] + d), a1);
+      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 2), _mm256_loadu_ps(l[t + 2] + d), a2);
+      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 3), _mm256_loadu_ps(l[t + 3] + d), a3);
+    }
+    for (; t < n; ++t) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(l[t] + d), a0);
+    const __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), sum));
+  }
+#endif
+  for (; d < R; ++d) {
+    float a = 0.0f;
+    for (int t = 0; t < n; ++t) a += p[t] * l[t][d];
+    acc[d] += a;
+  }
+}
+
 // Online-softmax step over one tile of scores: keys >= valid are masked,
 // m_new = max(m_old, max p[0..valid)), p[t] = exp(p[t] - m_new) (0 when masked),
 // sum = sum of p. Fixed width kKeys keeps it in four vector registers.
@@ -313,7 +343,7 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
       accumulate_pv(acc, p, sc.vp.data(), valid, D);
-      if (lr_acc) accumulate_pv(acc_lr, p, sc.lp.data(), valid, R);
+      if (lr_acc) accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
       if (colsums) {
         std::copy(p, p + valid, &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
         sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
@@ -367,16 +397,22 @@ void expand_values(const AttentionPlan& plan, int32_t seq, const KvLayerView& kv
   const int32_t* lr_blocks = lr.block_ids + lr.block_indptr[seq];
   const float* b = lr.b[seq];
   const float sc = lr.scale[seq];
+  // scale · B^T, (R, width): each key's expansion is then R row updates
+  // over width contiguous floats, which vectorise.
+  std::vector<float> bt(size_t(R) * width);
+  for (int64_t c = 0; c < width; ++c)
+    for (int32_t k = 0; k < R; ++k) bt[size_t(k) * width + c] = sc * b[c * R + k];
   vexp.resize(size_t(n_keys) * width);
   parallel_for(n_keys, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       const float* v = kv.v + int64_t(blocks[j / bs]) * kv.block_stride + (j % bs) * width;
       const float* l = lr.lr + int64_t(lr_blocks[j / bs]) * lr.block_stride + (j % bs) * lr.width;
       float* o = &vexp[size_t(j) * width];
-      for (int64_t c = 0; c < width; ++c) {
-        float t = 0.0f;
-        for (int32_t k = 0; k < R; ++k) t += l[k] * b[c * R + k];
-        o[c] = v[c] + sc * t;
+      std::copy(v, v + width, o);
+      for (int32_t k = 0; k < R; ++k) {
+        const float lk = l[k];
+        const float* br = &bt[size_t(k) * width];
+        for (int64_t c = 0; c < width; ++c) o[c] += lk * br[c];
       }
     }
   });
@@ -409,17 +445,23 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
 
   // Each sequence's low-rank V part (Flash-LoRA-Attention), or its expanded
   // V rows on the reference path.
-  std::vector<SeqLr> lrs(plan.n_seqs);
+  std::vector<SeqLr> lrs(plan.lr != nullptr ? plan.n_seqs : 0);
   std::vector<std::vector<float>> vexp;
   if (plan.lr != nullptr) {
     const LrAttention& lr = *plan.lr;
-    if (lr.expand) vexp.resize(plan.n_seqs);
     for (int32_t s = 0; s < plan.n_seqs; ++s) {
-      if (lr.b[s] == nullptr || plan.row_indptr[s] == plan.row_indptr[s + 1]) continue;
+      const int32_t rows = plan.row_indptr[s + 1] - plan.row_indptr[s];
+      if (lr.b[s] == nullptr || rows == 0) continue;
       lrs[s] = SeqLr{lr.b[s], lr.block_ids + lr.block_indptr[s], lr.rank[s], lr.scale[s], nullptr};
-      if (!lr.expand) continue;
       int32_t pmax = 0;
       for (int32_t r = plan.row_indptr[s]; r < plan.row_indptr[s + 1]; ++r) pmax = std::max(pmax, plan.row_pos[r]);
+      // Extra multiply-adds per kv head: fused rows·group·(L·r + r·D),
+      // expanded L·r·D (App. B's count, per kv head under GQA).
+      const int64_t L = pmax + 1, D = kv.head_dim;
+      const bool expand = lr.path == LrAttention::Path::kExpand ||
+                          (lr.path == LrAttention::Path::kAuto && int64_t(rows) * group * (L + D) > L * D);
+      if (!expand) continue;
+      vexp.resize(plan.n_seqs);
       expand_values(plan, s, kv, pmax + 1, vexp[s], [&](int64_t n, auto&& fn) { parallel_for(n, 16, fn); });
       lrs[s].vexp = vexp[s].data();
     }
@@ -430,7 +472,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   auto worker = [&](int64_t, int64_t, int) {
     Scratch sc;
     for (int64_t i = next.fetch_add(1); i < n_items; i = next.fetch_add(1))
-      run_item(items[i], plan, q, n_heads, kv, scale, out, sc, lrs[items[i].seq]);
+      run_item(items[i], plan, q, n_heads, kv, scale, out, sc, lrs.empty() ? kNoLr : lrs[items[i].seq]);
   };
   if (pool_.size() == 1 || n_items <= 1) {
     worker(0, 1, 0);

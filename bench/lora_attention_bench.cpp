@@ -1,0 +1,129 @@
+// Flash-LoRA-Attention's cost (LRAgent Alg. 1; docs/benchmarks.md,
+// "Flash-LoRA-Attention") on the SmolLM2-135M layer shape (9 query heads, 3
+// kv heads, head_dim 64, block 16) at rank r: plain attention over V_base,
+// the fused rank-r accumulator, V expanded per call (what an engine without
+// it does) and the automatic choice, interleaved round by round, for decode
+// rows and prefill chunks. Prints medians and each against plain.
+//
+// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+
+using namespace agentkv;
+
+namespace {
+
+struct Scenario {
+  std::string name;
+  int32_t kv_len;
+  std::vector<int32_t> rows;  // query positions (one sequence)
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<int32_t> iota_from(int32_t from, int32_t n) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> threads = {1, 2};
+  int reps = 9;
+  int32_t rank = 8;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads")) {
+      threads.clear();
+      for (const char* s = argv[i + 1]; *s;) {
+        threads.push_back(std::atoi(s));
+        while (*s && *s != ',') ++s;
+        if (*s) ++s;
+      }
+    } else if (!std::strcmp(argv[i], "--reps")) {
+      reps = std::atoi(argv[i + 1]);
+    } else if (!std::strcmp(argv[i], "--rank")) {
+      rank = std::atoi(argv[i + 1]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--reps N] [--rank R]\n", argv[0]);
+      return 2;
+    }
+  }
+  const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, max_len = 8192;
+  const std::vector<Scenario> scenarios = {
+      {"decode @512", 512, {511}},
+      {"decode @2048", 2048, {2047}},
+      {"decode @8192", 8192, {8191}},
+      {"chunk 8 @2048", 2048, iota_from(2040, 8)},
+      {"chunk 32 @2048", 2048, iota_from(2016, 32)},
+      {"chunk 512 @2048", 2048, iota_from(1536, 512)},
+  };
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int32_t n_blocks = max_len / bs;
+  const int64_t stride = int64_t(bs) * kv_heads * D, lr_stride = int64_t(bs) * rank;
+  std::vector<float> k(stride * n_blocks), v(stride * n_blocks), lr(lr_stride * n_blocks),
+      b(size_t(kv_heads) * D * rank);
+  for (auto* buf : {&k, &v, &lr, &b})
+    for (auto& x : *buf) x = dist(rng);
+  std::vector<int32_t> block_ids(n_blocks), lr_ids(n_blocks);
+  std::iota(block_ids.begin(), block_ids.end(), 0);
+  std::iota(lr_ids.begin(), lr_ids.end(), 0);
+  std::shuffle(block_ids.begin(), block_ids.end(), rng);
+  std::shuffle(lr_ids.begin(), lr_ids.end(), rng);
+  KvLayerView kv{k.data(), v.data(), stride, bs, kv_heads, D};
+
+  std::printf("rank %d, SmolLM2-135M layer (9/3 heads, head_dim 64), medians of %d interleaved rounds\n\n",
+              rank, reps);
+  std::printf(
+      "| scenario | threads | plain ms | flash-lora ms | expand V ms | auto ms | flash-lora / plain | "
+      "expand / plain | flash-lora / expand |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& sc : scenarios) {
+    const int32_t n_rows = int32_t(sc.rows.size());
+    std::vector<float> q(size_t(n_rows) * n_heads * D), out(q.size());
+    for (auto& x : q) x = dist(rng);
+    std::vector<int32_t> row_indptr = {0, n_rows}, block_indptr = {0, (sc.kv_len + bs - 1) / bs};
+    const float* b_ptr = b.data();
+    const float scale = 2.0f;
+    for (int t : threads) {
+      auto be = backend_cpu_init({.n_threads = t});
+      std::vector<double> ms[4];
+      for (int r = 0; r < reps + 1; ++r) {
+        for (int variant = 0; variant < 4; ++variant) {
+          AttentionPlan plan{1, row_indptr.data(), sc.rows.data(), block_indptr.data(), block_ids.data()};
+          LrAttention lp{lr.data(),     lr_stride, rank,  block_indptr.data(),
+                         lr_ids.data(), &b_ptr,    &rank, &scale};
+          lp.path = variant == 1   ? LrAttention::Path::kFused
+                    : variant == 2 ? LrAttention::Path::kExpand
+                                   : LrAttention::Path::kAuto;
+          if (variant > 0) plan.lr = &lp;
+          const int inner = n_rows == 1 ? 100 : 1;
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int j = 0; j < inner; ++j)
+            be->attention(plan, q.data(), n_heads, kv, 1.0f / std::sqrt(float(D)), out.data());
+          const double dt =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / inner;
+          if (r > 0) ms[variant].push_back(dt * 1e3);  // round 0 warms up
+        }
+      }
+      const double m0 = median(ms[0]), m1 = median(ms[1]), m2 = median(ms[2]), m3 = median(ms[3]);
+      std::printf("| %s | %d | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx | %.2fx |\n", sc.name.c_str(), t, m0,
+                  m1, m2, m3, m1 / m0, m2 / m0, m1 / m2);
+    }
+  }
+  return 0;
+}

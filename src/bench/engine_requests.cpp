@@ -1,0 +1,81 @@
+#include "bench/engine_requests.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+
+namespace agentkv::bench {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+std::vector<Done> run_together(ServingEngine& eng, std::vector<ServeRequest> reqs) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Done> out(reqs.size());
+  size_t n_done = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const Clock::time_point t0 = Clock::now();
+    auto id = eng.submit(std::move(reqs[i]), [&, i, t0](ServeEvent&& ev) {
+      std::lock_guard<std::mutex> lk(mu);
+      Done& d = out[i];
+      for (const SampleResult& s : ev.samples) d.tokens.push_back(s.id);
+      if (ev.prompt_tokens) {
+        d.prompt_tokens = ev.prompt_tokens;
+        d.cached = ev.cached_tokens;
+        if (d.ttft_s == 0) d.ttft_s = ev.ttft_s;
+      }
+      if (ev.finish != ServeFinish::kNone) {
+        d.e2e_s = std::chrono::duration<double>(Clock::now() - t0).count();
+        d.prefill_token_layers = ev.prefill_token_layers;
+        d.lr_fallback = ev.lr_fallback;
+        d.error = ev.error;
+        ++n_done;
+        cv.notify_all();
+      }
+    });
+    if (!id.is_ok()) {
+      std::lock_guard<std::mutex> lk(mu);
+      out[i].error = id.status().message();
+      ++n_done;
+    }
+  }
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return n_done == out.size(); });
+  return out;
+}
+
+ServeRequest request(std::vector<int32_t> prompt, int32_t max_tokens, const std::string& adapter) {
+  ServeRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.adapter = adapter;
+  return r;
+}
+
+std::vector<int32_t> random_prompt(int32_t n, int32_t n_vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(std::min(1000, n_vocab / 2), n_vocab - 1);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+Status first_error(const std::vector<Done>& v) {
+  for (const Done& d : v) {
+    if (!d.error.empty()) return make_error(ErrorCode::kInternal, "a benchmark request failed: ", d.error);
+  }
+  return Status::ok();
+}
+
+}  // namespace agentkv::bench
