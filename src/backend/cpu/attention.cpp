@@ -446,7 +446,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   // Each sequence's low-rank V part (Flash-LoRA-Attention), or its expanded
   // V rows on the reference path.
   std::vector<SeqLr> lrs(plan.lr != nullptr ? plan.n_seqs : 0);
-  std::vector<std::vector<float>> vexp;
+  std::vector<std::vector<float>>& vexp = lr_vexp_;
   if (plan.lr != nullptr) {
     const LrAttention& lr = *plan.lr;
     for (int32_t s = 0; s < plan.n_seqs; ++s) {
@@ -461,7 +461,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
       const bool expand = lr.path == LrAttention::Path::kExpand ||
                           (lr.path == LrAttention::Path::kAuto && int64_t(rows) * group * (L + D) > L * D);
       if (!expand) continue;
-      vexp.resize(plan.n_seqs);
+      if (vexp.size() < size_t(plan.n_seqs)) vexp.resize(plan.n_seqs);
       expand_values(plan, s, kv, pmax + 1, vexp[s], [&](int64_t n, auto&& fn) { parallel_for(n, 16, fn); });
       lrs[s].vexp = vexp[s].data();
     }

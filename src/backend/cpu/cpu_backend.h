@@ -64,6 +64,9 @@ class CpuBackend final : public backend_i {
   std::vector<float> lora_x_;  // (n_rows, k)    gathered input rows
   std::vector<float> lora_t_;  // (n_rows, rank) scale · x · A^T
   std::vector<float> lora_y_;  // (n_rows, n)    delta before the scatter-add
+  // attention.cpp, Flash-LoRA-Attention's expand path: per sequence its V
+  // rows expanded, kept across calls so a layer does not fault pages in.
+  std::vector<std::vector<float>> lr_vexp_;
   // attention_colsum.cpp scratch: (batch, kv_heads, n_keys) per-item attention rows.
   std::vector<float> colsum_rows_;
 };
