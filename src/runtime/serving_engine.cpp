@@ -65,6 +65,12 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     // Snapshots are kept at the server's l_start; a request asking for
     // another one resumes from layer 0.
     if (opts.relay_capture != "off" && d.l_start && *d.l_start > 0) e->capture_layer_ = *d.l_start;
+    // DroidSpeak's: the hidden state entering the server's first critical
+    // layer, so its recompute rows start there.
+    if (d.critical_layers && !d.critical_layers->empty()) {
+      const int32_t first = *std::min_element(d.critical_layers->begin(), d.critical_layers->end());
+      if (first > 0) e->ds_layer_ = first;
+    }
   }
   const bool components = opts.relay_capture != "off";
   const bool hidden = components && e->capture_layer_ > 0;
@@ -74,8 +80,11 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const int64_t component_bytes =
       (components ? int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +
       (hidden ? int64_t{opts.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0);
-  // DroidSpeak's owner tag of each slot.
-  const int64_t owner_bytes = int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)});
+  // DroidSpeak's owner tag of each slot, and its hidden-state snapshot.
+  const int64_t owner_bytes =
+      int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) +
+      (e->ds_layer_ > 0 ? int64_t{opts.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
+                        : 0);
   if (opts.lr_cache_rank < 0 || opts.lr_cache_rank > 1024) {
     return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
   }
@@ -96,6 +105,10 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   {
     AKV_ASSIGN_OR_RETURN(KvComponent o, KvComponent::create(n_blocks, opts.block_size, 1));
     e->owner_ = std::make_unique<KvComponent>(std::move(o));
+  }
+  if (e->ds_layer_ > 0) {
+    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts.block_size, s.d_model));
+    e->ds_hidden_ = std::make_unique<KvComponent>(std::move(h));
   }
   if (opts.lr_cache_rank > 0) {
     const int64_t n_lr = n_blocks * kLrBlocksPerKvBlock;
@@ -437,7 +450,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     return;
   }
-  if (influence_) store_captures(step, so, seq_req);
+  if (influence_ || ds_hidden_) store_captures(step, so, seq_req);
   store_owners(step, seq_req);
   sched_->on_step_done(out);
   {
@@ -648,12 +661,20 @@ void ServingEngineImpl::mark_captures(const Live& l, TokenRow* row) const {
 void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of) {
   const int64_t d = model_->spec.d_model;
   int64_t ci = 0;
-  for (const TokenRow& row : step.rows) {
-    if (row.capture_layer < 0) continue;
-    const float* h = so.captures.data() + ci++ * d;
-    std::span<float> dst = hidden_->write(row.slot, generation_of(row.slot));
-    std::copy(h, h + d, dst.begin());
+  for (size_t q = 0; q < step.seqs.size(); ++q) {
+    // A DroidSpeak request's captures are its snapshots; others' relay's.
+    const bool ds = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.critical_layers.empty();
+    KvComponent* to = ds ? ds_hidden_.get() : hidden_.get();
+    for (int32_t r = step.seqs[q].row_begin; r < step.seqs[q].row_end; ++r) {
+      const TokenRow& row = step.rows[r];
+      if (row.capture_layer < 0) continue;
+      const float* h = so.captures.data() + ci++ * d;
+      if (to == nullptr) continue;
+      std::span<float> dst = to->write(row.slot, generation_of(row.slot));
+      std::copy(h, h + d, dst.begin());
+    }
   }
+  if (!influence_) return;
   const int32_t bs = opts_.block_size;
   for (size_t q = 0; q < so.influence.size() && q < seq_of.size(); ++q) {
     const std::vector<float>& acc = so.influence[q];

@@ -189,6 +189,9 @@ class ServingEngineImpl final : public ServingEngine {
   // DroidSpeak: after a step, the agent of each slot its rows wrote.
   void store_owners(const Step& step, const std::vector<Live*>& seq_of);
   int32_t agent_tag(const Adapter* a);
+  // Whether a DroidSpeak request's rows keep and use hidden-state snapshots:
+  // its first critical layer is the one the server keeps them at.
+  bool droidspeak_snapshots(const Live& l) const;
   void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
   uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
 
@@ -205,6 +208,12 @@ class ServingEngineImpl final : public ServingEngine {
   // DroidSpeak: which agent's K/V each slot holds in the critical layers
   // (agent_tag), so an agent recomputes only what another one wrote.
   std::unique_ptr<KvComponent> owner_;
+  // DroidSpeak: the hidden state entering ds_layer_ (the server's first
+  // critical layer, > 0) of each token, so recompute rows start there from
+  // the state of the agent that processed the token (DroidSpeak's E cache).
+  // Null without server critical layers.
+  std::unique_ptr<KvComponent> ds_hidden_;
+  int32_t ds_layer_ = -1;
   std::unordered_map<std::string, int32_t> agent_tags_;  // adapter content id -> tag; the base is 0
   // KV components of the relay captures (null when --relay-capture off):
   // the influence score, and the hidden state entering capture_layer_ (also

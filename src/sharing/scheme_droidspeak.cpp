@@ -2,8 +2,10 @@
 // cache for every agent, as `full`, but an agent recomputes the K/V of its
 // critical layers for the tokens another agent wrote, overwriting the shared
 // entries (LRAgent App. D.6), and reuses the other layers' K/V. Its hidden
-// states for those tokens run from the first critical layer on (from layer 0
-// here: no hidden-state snapshot is kept for it). The critical set is a
+// states for those tokens run from the first critical layer on, from the
+// snapshot the engine keeps there (the state of the agent that processed
+// the token: DroidSpeak's E cache) when the request's first critical layer
+// is the server's, else from layer 0. The critical set is a
 // parameter; `agentkv profile-droidspeak` measures it for a model. Exact
 // limit: every layer critical gives `none`'s logits for an agent's tokens.
 #include <algorithm>

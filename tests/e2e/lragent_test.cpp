@@ -60,8 +60,9 @@ class Lragent : public ::testing::Test {
     AGENTKV_REQUIRE(!std::filesystem::exists(model_path()), "model not found: " << model_path());
   }
 
-  static std::unique_ptr<ServingEngine> make(bool flash_lora = true) {
+  static std::unique_ptr<ServingEngine> make(bool flash_lora = true, std::vector<int32_t> critical = {}) {
     ServingOptions o;
+    if (!critical.empty()) o.kv_sharing_params.critical_layers = std::move(critical);
     o.model_path = model_path();
     o.n_threads = 2;
     o.kv_cache_mb = 64;
@@ -217,6 +218,21 @@ TEST_F(Lragent, SecondAgentReusesWhatItsSchemeShares) {
   const Run droid = run_pair("droidspeak", "action", p);
   EXPECT_EQ(droid.cached, 160);
   EXPECT_EQ(droid.prefill_layers, int64_t{n - 160} * kLayers + int64_t{160} * 10);
+  // With the server's critical layers {4, 9}, hidden-state snapshots at
+  // layer 4 are kept, and the recompute rows start there.
+  {
+    auto eng = make(true, {4, 9});
+    ASSERT_TRUE(ask(*eng, context, "plan", "droidspeak").error.empty());
+    const Run snap = ask(*eng, turn, "action", "droidspeak");
+    ASSERT_TRUE(snap.error.empty()) << snap.error;
+    EXPECT_EQ(snap.prefill_layers, int64_t{n - 160} * kLayers + int64_t{160} * 6);
+    // A request with other critical layers starts from layer 0.
+    KvSharingParams other;
+    other.critical_layers = std::vector<int32_t>{5, 9};
+    ASSERT_TRUE(ask(*eng, doc(8, 160), "plan", "droidspeak", 4, other).error.empty());
+    const Run no_snap = ask(*eng, cat({doc(8, 160), doc(4, 24)}), "action", "droidspeak", 4, other);
+    EXPECT_EQ(no_snap.prefill_layers, int64_t{n - 160} * kLayers + int64_t{160} * 10);
+  }
   // Sharing is approximate: every scheme that shares moved action's logprobs.
   for (const Run* r : {&full, &baselr, &base, &droid}) {
     EXPECT_GT(max_logprob_diff(r->out, none.out), 1e-3f);
