@@ -59,10 +59,12 @@ if [ -z "${AGENTKV_QUICK:-}" ]; then
   # 60 s, Relay.InfluenceIsCaptured 65 s, Relay.RotatedLayerZero 38 s), take
   # minutes under ASan; they ran in the release stage. The runner's own tests
   # on small models, and one real-model test of each engine path (segment
-  # copies, eviction, relay captures and resumes, chains), run here.
+  # copies, eviction, relay captures and resumes, chains), run here; of the
+  # shared-K/V schemes, SecondAgentReusesWhatItsSchemeShares (every scheme's
+  # rows, the LR cache's own pool, DroidSpeak's snapshots) and the bad requests.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j2 \
-      -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.|Reuse\.(ExactLimits|DocumentFound|SchemesRun)|Relay\.(ExactLimit|Influence|Rotated)'
+      -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.|Reuse\.(ExactLimits|DocumentFound|SchemesRun)|Relay\.(ExactLimit|Influence|Rotated)|Lragent\.(OneAgent|ExactLimits)'
   done_stage "asan ctest"
 
   if [ -f fuzz/CMakeLists.txt ]; then
