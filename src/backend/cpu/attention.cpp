@@ -230,6 +230,33 @@ void accumulate_lr(float* acc, const float* p, const float* const* l, int n, int
   }
 }
 
+// accumulate_pv and accumulate_lr in one pass for head_dim 64 and rank 8
+// (SmolLM2 and LRAgent's r): each key's probability is broadcast once for
+// its V row and its LR row, and the LR row's FMA hides in the V row's eight.
+// The LR sum runs in key order (one chain), unlike accumulate_lr; the path
+// depends only on D and R, so a row's result is the same in every call.
+bool accumulate_pv_lr_64x8(float* acc, float* acc_lr, const float* p, const float* const* v, const float* const* l,
+                           int n, int D, int R) {
+#if AGENTKV_AVX2
+  if (D != 64 || R != 8) return false;
+  __m256 a[8];
+  for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
+  __m256 b = _mm256_loadu_ps(acc_lr);
+  for (int t = 0; t < n; ++t) {
+    const __m256 pt = _mm256_broadcast_ss(p + t);
+    const float* vr = v[t];
+    for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 8 * i), a[i]);
+    b = _mm256_fmadd_ps(pt, _mm256_loadu_ps(l[t]), b);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
+  _mm256_storeu_ps(acc_lr, b);
+  return true;
+#else
+  (void)acc, (void)acc_lr, (void)p, (void)v, (void)l, (void)n, (void)D, (void)R;
+  return false;
+#endif
+}
+
 // Online-softmax step over one tile of scores: keys >= valid are masked,
 // m_new = max(m_old, max p[0..valid)), p[t] = exp(p[t] - m_new) (0 when masked),
 // sum = sum of p. Fixed width kKeys keeps it in four vector registers.
@@ -342,8 +369,10 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
       }
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
-      accumulate_pv(acc, p, sc.vp.data(), valid, D);
-      if (lr_acc) accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
+      if (!lr_acc || !accumulate_pv_lr_64x8(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R)) {
+        accumulate_pv(acc, p, sc.vp.data(), valid, D);
+        if (lr_acc) accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
+      }
       if (colsums) {
         std::copy(p, p + valid, &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
         sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
