@@ -192,7 +192,7 @@ def test_echo_logprobs_need_the_adapters_own_prompt_rows(server, adapter_dirs):
         assert unload(server, "a-icarus-echo")[0] == 200
 
 
-@pytest.mark.parametrize("value", ["full", "", 3, ["alora"]])
+@pytest.mark.parametrize("value", ["fullshared", "", 3, ["alora"]])
 def test_bad_kv_sharing_is_400(server, value):
     status, data = server.post_json("/v1/completions", {"model": "a", "prompt": "x", "kv_sharing": value},
                                     api_key=KEY)
@@ -420,7 +420,7 @@ def test_config_file_adapters_and_flag_override(start_server, adapter_dirs, tmp_
     (["--adapter", "x=ADAPTER", "--adapter", "x=ADAPTER"], "given twice"),
     (["--served-model-name", "same", "--adapter", "same=ADAPTER"], "served-model-name"),
     (["--adapter", "bad:name=ADAPTER"], "adapter name"),
-    (["--kv-sharing", "full"], "--kv-sharing"),
+    (["--kv-sharing", "fullshared"], "--kv-sharing"),
     (["--config", 'CFG:{"adapters": [{"name": "x"}]}'], "adapters"),
     (["--config", 'CFG:{"adapters": ["x=ADAPTER"], "adapter": ["y=ADAPTER"]}'], "set the same flag"),
     (["--config", 'CFG:{"kv_sharing": "bogus"}'], "kv-sharing"),
