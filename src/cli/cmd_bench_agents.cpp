@@ -99,9 +99,16 @@ void print_lragent_trace(const std::vector<LragentTraceResult>& rs, const std::v
     for (const std::string& s : schemes) {
       const Med m = med(L, s);
       if (m.tput == 0) continue;
-      std::printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.0f | %.2fx | %.2fx | %.2fx |\n", L, 912 + 4 * L, s.c_str(),
-                  m.ttft, m.tput, m.mib, m.rows, none.ttft > 0 ? none.ttft / m.ttft : 0,
-                  none.tput > 0 ? m.tput / none.tput : 0, none.mib > 0 ? m.mib / none.mib : 0);
+      // Without a `none` run there is nothing to divide by: "-", not 0.00x.
+      auto ratio = [](double num, double den) {
+        if (!(den > 0 && num > 0)) return std::string("-");
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2fx", num / den);
+        return std::string(buf);
+      };
+      std::printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.0f | %s | %s | %s |\n", L, 912 + 4 * L, s.c_str(), m.ttft,
+                  m.tput, m.mib, m.rows, ratio(none.ttft, m.ttft).c_str(), ratio(m.tput, none.tput).c_str(),
+                  ratio(m.mib, none.mib).c_str());
     }
     const Med lr = med(L, "lragent-baselr");
     if (lr.rows > 0 && none.rows > 0) {
