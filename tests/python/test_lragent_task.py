@@ -190,3 +190,26 @@ def test_icarus_adapter(engine_path, model_path):
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert "kind: icarus" in r.stdout
+
+
+def test_teacher_forced_kl_against_direct_sum():
+    """kl_vs_none.kl_top against the KL computed directly from two full
+    distributions: equal when the scheme's top holds every token of none's,
+    a lower bound when a token falls outside it (its floor stands in)."""
+    import math
+
+    import kl_vs_none
+
+    p = {"a": math.log(0.7), "b": math.log(0.2), "c": math.log(0.1)}
+    q = {"a": math.log(0.5), "b": math.log(0.3), "c": math.log(0.2)}
+    direct = sum(math.exp(lp) * (lp - q[t]) for t, lp in p.items())
+    kl, mass, agree = kl_vs_none.kl_top(p, q)
+    assert kl == pytest.approx(direct, rel=1e-12)
+    assert mass == pytest.approx(1.0) and agree
+    assert kl_vs_none.kl_top(p, p)[0] == 0.0
+    # "c" outside the scheme's top: its logprob is taken as the floor log 0.3,
+    # above its true value log 0.2, so the figure is below the true KL.
+    q_top = {"b": math.log(0.3), "a": math.log(0.5)}
+    kl_low, _, _ = kl_vs_none.kl_top(p, q_top)
+    assert kl_low < direct
+    assert kl_vs_none.kl_top(p, {"b": 0.0, "a": -1.0})[2] is False
