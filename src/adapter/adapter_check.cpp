@@ -31,12 +31,12 @@ Result<int32_t> check_lora_pair(const ModelSpec& spec, const LoraPairShapes& p, 
   }
   const int64_t rank_a = p.a_shape[0], rank_b = p.b_shape[1];
   if (p.a_shape[1] != base.d_in) {
-    return make_error(ErrorCode::kInvalidArgument, "wrong base shape: ", quoted_name(p.a_name), " (lora_A) is ",
+    return make_error(ErrorCode::kInvalidArgument, kWrongBaseShape, quoted_name(p.a_name), " (lora_A) is ",
                       shape_str(p.a_shape), ", the base ", mod, " is ", base_str, " (d_out, d_in), so d_in must be ",
                       base.d_in);
   }
   if (p.b_shape[0] != base.d_out) {
-    return make_error(ErrorCode::kInvalidArgument, "wrong base shape: ", quoted_name(p.b_name), " (lora_B) is ",
+    return make_error(ErrorCode::kInvalidArgument, kWrongBaseShape, quoted_name(p.b_name), " (lora_B) is ",
                       shape_str(p.b_shape), ", the base ", mod, " is ", base_str, " (d_out, d_in), so d_out must be ",
                       base.d_out);
   }

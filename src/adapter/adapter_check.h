@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "adapter/adapter.h"
@@ -25,6 +26,11 @@ struct LoraPairShapes {
 // Both 2-D, A's rank equals B's rank (and expected_rank when > 0), d_in and
 // d_out equal the base projection's. Returns the rank.
 Result<int32_t> check_lora_pair(const ModelSpec& spec, const LoraPairShapes& p, int32_t expected_rank);
+
+// What check_lora_pair's message holds when an adapter's shapes do not fit
+// the base (an adapter made for another model). The server tells a client
+// that much and no more, since the rest quotes the file's tensor names.
+inline constexpr std::string_view kWrongBaseShape = "wrong base shape: ";
 
 // "invocation token X outside the vocabulary (N)" for any id not in [0, n_vocab).
 Status check_invocation_tokens(const std::vector<int64_t>& ids, int32_t n_vocab, std::vector<int32_t>* out);

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "adapter/adapter_check.h"
 #include "server/adapter_path.h"
 #include "sharing/scheme.h"
 
@@ -35,6 +36,11 @@ ApiError load_error(const Status& st, const LoadAdapterRequest& r) {
   }
   if (st.code() == ErrorCode::kUnavailable || st.code() == ErrorCode::kResourceExhausted) {
     return api_error_from_status(st);
+  }
+  if (st.message().find(kWrongBaseShape) != std::string::npos) {
+    return bad_request("lora_path", "Cannot load adapter '" + r.name + "' from lora_path '" + r.path +
+                                        "': its tensor shapes do not fit this base model (an adapter made for "
+                                        "another base); the server log names the tensor");
   }
   return bad_request("lora_path",
                      "Cannot load adapter '" + r.name + "' from lora_path '" + r.path +

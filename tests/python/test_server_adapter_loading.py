@@ -138,3 +138,26 @@ def test_bad_loading_flags_fail_before_serving(serve_binary, model_path, args, n
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert needle in p.stderr, p.stderr
+
+
+def test_an_adapter_of_another_base_is_refused_and_the_server_goes_on(server, serve_binary, lora_dir, tmp_path):
+    # A well-formed PEFT adapter made for another model (the "tiny" synthetic
+    # Llama): the shapes do not fit this base, so loading it is a clear 400
+    # and every served model keeps answering, under an LR scheme too.
+    other = tmp_path / "other.gguf"
+    p = subprocess.run([str(serve_binary), "synth-model", "--preset", "tiny", "-o", str(other)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-300:]
+    p = subprocess.run([str(serve_binary), "synth-adapter", "--model", str(other), "--out",
+                        str(lora_dir / "other-base"), "--rank", "4"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-300:]
+    status, data = load(server, "other", "other-base")
+    err = assert_openai_error(status, data, 400, param="lora_path")
+    assert "do not fit this base model" in err["message"], err
+    assert "base_model.model" not in err["message"]  # the file's tensor names stay in the server log
+    status, data = server.post_json("/v1/completions", {"model": "other", "prompt": "Hi", "max_tokens": 1},
+                                    api_key=PLAIN)
+    assert status == 404, data
+    status, data = server.post_json("/v1/completions", {"prompt": "Hi", "max_tokens": 1,
+                                                        "kv_sharing": "lragent-base"}, api_key=PLAIN)
+    assert status == 200, data
