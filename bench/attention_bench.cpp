@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "backend/backend.h"
 
 using namespace agentkv;
@@ -45,18 +47,10 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int reps = 7;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) {
-      threads.clear();
-      for (const char* s = argv[i + 1]; *s;) {
-        threads.push_back(std::atoi(s));
-        while (*s && *s != ',') ++s;
-        if (*s) ++s;
-      }
-    } else if (!std::strcmp(argv[i], "--reps")) {
-      reps = std::atoi(argv[i + 1]);
-    }
-  }
+  CLI::App app{"The CPU backend's paged attention on SmolLM2-135M shapes"};
+  app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "repetitions (medians)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16;
   std::vector<Scenario> scenarios;
   {

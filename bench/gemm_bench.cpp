@@ -26,6 +26,8 @@
 #include <tuple>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "backend/cpu/dot_tile.h"
 #include "backend/cpu/gemm.h"
 #include "util/thread_pool.h"
@@ -34,16 +36,6 @@ using namespace agentkv;
 using namespace agentkv::cpu;
 
 namespace {
-
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> out;
-  while (*s) {
-    out.push_back(std::atoi(s));
-    while (*s && *s != ',') ++s;
-    if (*s == ',') ++s;
-  }
-  return out;
-}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -96,14 +88,12 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   std::vector<int> ms = {1, 16, 128, 512, 2048};
   double max_seconds = 1.5;  // per (shape, threads) cell
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
-      threads = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--m"))
-      ms = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--max-seconds"))
-      max_seconds = std::atof(argv[i + 1]);
-  }
+  CLI::App app{"OpenBLAS against oneDNN against the hand-written GEMV on the SmolLM2-135M shapes, interleaved "
+               "(docs/benchmarks.md, \"GEMM library choice\")"};
+  app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--m", ms, "row counts m, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--max-seconds", max_seconds, "time per (shape, threads) cell")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   const std::vector<std::pair<int, int>> kns = {
       {576, 576}, {576, 192}, {576, 1536}, {1536, 576}, {576, 49152}};
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "backend/backend.h"
 
 using namespace agentkv;
@@ -46,23 +48,12 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int reps = 9;
   int32_t rank = 8;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) {
-      threads.clear();
-      for (const char* s = argv[i + 1]; *s;) {
-        threads.push_back(std::atoi(s));
-        while (*s && *s != ',') ++s;
-        if (*s) ++s;
-      }
-    } else if (!std::strcmp(argv[i], "--reps")) {
-      reps = std::atoi(argv[i + 1]);
-    } else if (!std::strcmp(argv[i], "--rank")) {
-      rank = std::atoi(argv[i + 1]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--reps N] [--rank R]\n", argv[0]);
-      return 2;
-    }
-  }
+  CLI::App app{"Flash-LoRA-Attention against plain attention and attention over expanded V, on one "
+               "SmolLM2-135M layer (docs/benchmarks.md, \"Flash-LoRA-Attention\")"};
+  app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps, "interleaved rounds (medians)")->check(CLI::PositiveNumber);
+  app.add_option("--rank", rank, "LoRA rank r")->check(CLI::Range(1, 256));
+  CLI11_PARSE(app, argc, argv);
   const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, max_len = 8192;
   const std::vector<Scenario> scenarios = {
       {"decode @512", 512, {511}},

@@ -25,6 +25,8 @@
 #include <tuple>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "backend/backend.h"
 
 using namespace agentkv;
@@ -32,16 +34,6 @@ using namespace agentkv;
 namespace {
 
 constexpr uint32_t kQ4_1 = 3, kQ8_0 = 8;  // ggml type ids
-
-std::vector<int> parse_list(const char* s) {
-  std::vector<int> out;
-  while (*s) {
-    out.push_back(std::atoi(s));
-    while (*s && *s != ',') ++s;
-    if (*s == ',') ++s;
-  }
-  return out;
-}
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -97,14 +89,12 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int m = 1;
   double max_seconds = 1.5;  // per (shape, threads) cell
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
-      threads = parse_list(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--m"))
-      m = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--max-seconds"))
-      max_seconds = std::atof(argv[i + 1]);
-  }
+  CLI::App app{"matmul_quant on packed q4_1 / q8_0 blocks against the f32 matmul at decode shapes "
+               "(docs/benchmarks.md, \"Decode matmul on packed GGUF blocks\")"};
+  app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option("--m", m, "rows m")->check(CLI::PositiveNumber);
+  app.add_option("--max-seconds", max_seconds, "time per (shape, threads) cell")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   // (k, n) and how many of each one forward runs.
   const std::vector<std::tuple<int, int, int>> shapes = {
       {576, 576, 60}, {576, 192, 60}, {576, 1536, 60}, {1536, 576, 30}, {576, 49152, 1}};

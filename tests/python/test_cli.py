@@ -12,7 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 AGENTKV = ROOT / "build" / "agentkv"
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-SUBCOMMANDS = ["generate", "logits", "tokenize", "bench-forward", "synth-model"]
+SUBCOMMANDS = ["generate", "serve", "logits", "tokenize", "bench-forward", "bench-agents", "bench-fidelity",
+               "profile-relay", "profile-droidspeak", "bench-relay", "synth-model", "synth-adapter", "adapter-info"]
+BENCH_BINARIES = ["bench_attention", "bench_lora_attention", "bench_matmul_quant", "bench_gemm"]
 
 pytestmark = pytest.mark.skipif(not AGENTKV.exists() or not MODEL.exists(),
                                 reason="needs build/agentkv and the default model (scripts/setup.sh)")
@@ -34,6 +36,18 @@ def test_help(sub):
     r = run(*([sub] if sub else []), "--help")
     assert r.returncode == 0
     assert "Usage" in r.stdout or "usage" in r.stdout.lower()
+
+
+@pytest.mark.parametrize("name", BENCH_BINARIES)
+def test_bench_binaries_have_help_and_refuse_unknown_flags(name):
+    exe = ROOT / "build" / "bench" / name
+    if not exe.exists():
+        # bench_gemm is built only where OpenBLAS and oneDNN both are.
+        pytest.skip(f"{exe} not built")
+    r = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "Usage" in r.stdout, r.stderr
+    r = subprocess.run([str(exe), "--no-such-flag"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--no-such-flag" in r.stderr
 
 
 def test_tokenize_text_that_begins_with_a_dash():
