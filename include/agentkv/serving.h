@@ -233,6 +233,10 @@ struct SegmentSpec {
   std::vector<int32_t> tokens;  // at least one KV block's worth
   std::string tenant;           // namespace, as ServeRequest's
   std::string cache_salt;
+  // Empty: the engine names the segment "seg-<n>". Set when a saved segment
+  // is restored (serve --segment-dir), so that clients keep its id: 1-64 of
+  // [A-Za-z0-9._-], not taken.
+  std::string id;
 };
 
 struct SegmentInfo {
@@ -299,6 +303,10 @@ class ServingEngine {
     (void)tenant;
     return {};
   }
+  // Every frozen (not evicted) segment of every tenant, with its id and
+  // tokens, in id order: what serve --segment-dir saves at shutdown. Empty
+  // once the engine stopped.
+  virtual std::vector<SegmentSpec> frozen_segment_specs() { return {}; }
 
   virtual ServingStats stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

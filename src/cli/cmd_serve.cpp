@@ -26,8 +26,10 @@
 #include "cli/common.h"
 #include "server/adapter_path.h"
 #include "server/http_server.h"
+#include "server/segment_store.h"
 #include "server/serve_config.h"
 #include "sharing/scheme.h"
+#include "util/file_id.h"
 
 namespace agentkv::cli {
 
@@ -40,6 +42,7 @@ struct ServeArgs {
   std::vector<std::string> admin_api_keys;  // KEY=TENANT, may also load and unload adapters
   std::vector<std::string> adapters;  // NAME=PATH[:kind], from the command line
   std::vector<ServingOptions::AdapterSpec> config_adapters;  // from --config, used without --adapter
+  std::string segment_dir;  // --segment-dir: frozen segments saved at shutdown, restored at start
   std::string config_path;
   bool no_prefix_caching = false;
 };
@@ -230,6 +233,29 @@ Status resolve_adapters(ServeArgs& a) {
   return Status::ok();
 }
 
+// Prefills and pins every segment saved in dir (server::load_segments),
+// before the server reports ready; whatever cannot be restored is a warning.
+void restore_segments(ServingEngine& engine, const std::string& dir, const std::string& model_id) {
+  std::vector<std::string> warnings;
+  const std::vector<SegmentSpec> segs = server::load_segments(dir, model_id, &warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "agentkv: warning: %s\n", w.c_str());
+  if (segs.empty()) return;
+  std::fprintf(stderr, "agentkv: restoring %zu frozen segments from %s\n", segs.size(), dir.c_str());
+  size_t ok = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    Result<SegmentInfo> r = engine.create_segment(segs[i]);
+    if (r.is_ok()) {
+      ++ok;
+    } else {
+      std::fprintf(stderr, "agentkv: warning: segment '%s' (%zu tokens) not restored: %s\n", segs[i].id.c_str(),
+                   segs[i].tokens.size(), r.status().message().c_str());
+    }
+    if ((i + 1) % 16 == 0 || i + 1 == segs.size()) {
+      std::fprintf(stderr, "agentkv: restored %zu/%zu segments\n", ok, i + 1);
+    }
+  }
+}
+
 Status serve(ServeArgs& a, CLI::App* cmd) {
   if (!a.config_path.empty()) AKV_RETURN_IF_ERROR(apply_config_file(cmd, a, a.config_path));
   AKV_RETURN_IF_ERROR(parse_api_keys(a, a.server));
@@ -240,6 +266,12 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
   if (a.server.model_name.empty())
     a.server.model_name = std::filesystem::path(a.engine.model_path).stem().string();
   AKV_RETURN_IF_ERROR(resolve_adapters(a));
+
+  std::string model_id;  // the GGUF's content id, with --segment-dir: names the model the segments are for
+  if (!a.segment_dir.empty()) {
+    AKV_RETURN_IF_ERROR(server::check_segment_dir(a.segment_dir));
+    AKV_ASSIGN_OR_RETURN(model_id, file_content_id(a.engine.model_path));
+  }
 
   install_signal_handlers();
   std::unique_ptr<ServingEngine> engine;  // outlives the server below
@@ -253,6 +285,7 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     return created.status();
   }
   engine = std::move(created).value();
+  if (!a.segment_dir.empty()) restore_segments(*engine, a.segment_dir, model_id);
   if (Status st = http.attach(*engine); !st.is_ok()) {
     http.shutdown();
     return st;
@@ -274,6 +307,16 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::fprintf(stderr, "agentkv: draining (up to %g s)\n", a.server.shutdown_timeout_s);
   http.drain();
+  if (!a.segment_dir.empty()) {
+    const std::vector<SegmentSpec> segs = engine->frozen_segment_specs();
+    Status st = server::save_segments(a.segment_dir, model_id, segs);
+    if (st.is_ok()) {
+      std::fprintf(stderr, "agentkv: saved %zu frozen segments to %s/%s\n", segs.size(), a.segment_dir.c_str(),
+                   server::kSegmentFileName);
+    } else {
+      std::fprintf(stderr, "agentkv: warning: frozen segments not saved: %s\n", st.message().c_str());
+    }
+  }
   std::fprintf(stderr, "agentkv: stopped\n");
   // Every request is answered; exit without joining the connection threads.
   std::fflush(nullptr);
@@ -306,6 +349,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-cache-mb", e.kv_cache_mb, "KV cache budget in MiB (sets the number of blocks)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  cmd->add_option("--segment-dir", a->segment_dir,
+                  "keep frozen segments across restarts: saved to DIR/segments.json after the drain on SIGTERM, "
+                  "recomputed and pinned under their ids at start (a file for another model is a warning and "
+                  "is skipped)");
   cmd->add_option("--segment-watermark", e.segment_watermark,
                   "frozen segments (POST /v1/segments) are evicted, least hit first, when used KV blocks "
                   "would exceed this fraction of the pool")

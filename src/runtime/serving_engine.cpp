@@ -3,6 +3,8 @@
 // cancellations and drains come from other threads through a small inbox.
 #include "runtime/serving_engine_impl.h"
 
+#include <cctype>
+
 namespace agentkv {
 
 Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const ServingOptions& opts) {
@@ -844,6 +846,14 @@ void ServingEngineImpl::run_tasks() {
 
 namespace {
 
+bool valid_segment_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
 SegmentInfo segment_info(const FrozenSegment& s) {
   SegmentInfo i;
   i.id = s.id;
@@ -870,6 +880,10 @@ Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
     return make_error(ErrorCode::kInvalidArgument, "the segment has ", n, " tokens; a frozen segment needs at least one KV block (",
                       opts_.block_size, " tokens)");
   }
+  if (!spec.id.empty() && !valid_segment_id(spec.id)) {
+    return make_error(ErrorCode::kInvalidArgument, "segment id '", spec.id.substr(0, 64),
+                      "' is not 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'");
+  }
   // The rest (vocabulary, context, pool size) is what submit() checks of a prompt.
   ServeRequest req;
   req.prompt = spec.tokens;
@@ -881,12 +895,32 @@ Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
   auto done = std::make_shared<std::promise<Result<SegmentInfo>>>();
   std::future<Result<SegmentInfo>> result = done->get_future();
   AKV_RETURN_IF_ERROR(run_on_engine([&, done] {
+    std::string seg_id = spec.id;
+    if (!seg_id.empty()) {
+      bool taken = kv_->frozen().find(seg_id) != nullptr;
+      for (const auto& [rid, job] : segment_jobs_) taken |= job.seg_id == seg_id;
+      if (taken) {
+        done->set_value(make_error(ErrorCode::kInvalidArgument, "segment id '", seg_id, "' is taken"));
+        return;
+      }
+      // A restored "seg-<n>": the engine's own names continue after it.
+      uint64_t n = 0;
+      if (seg_id.rfind("seg-", 0) == 0 && seg_id.size() > 4 && seg_id.size() <= 20 &&
+          seg_id.find_first_not_of("0123456789", 4) == std::string::npos) {
+        n = std::stoull(seg_id.substr(4));
+        next_segment_ = std::max(next_segment_, n + 1);
+      }
+    } else {
+      do {
+        seg_id = "seg-" + std::to_string(next_segment_++);
+      } while (kv_->frozen().find(seg_id) != nullptr);
+    }
     Result<ServeId> id = submit(std::move(req), [](ServeEvent&&) {});
     if (!id.is_ok()) {
       done->set_value(id.status());
       return;
     }
-    segment_jobs_[*id] = SegmentJob{"seg-" + std::to_string(next_segment_++), spec, done};
+    segment_jobs_[*id] = SegmentJob{seg_id, spec, done};
   }));
   return result.get();
 }
@@ -926,6 +960,17 @@ Status ServingEngineImpl::delete_segment(const std::string& id, const std::strin
     publish_stats();
   }));
   return st;
+}
+
+std::vector<SegmentSpec> ServingEngineImpl::frozen_segment_specs() {
+  std::vector<SegmentSpec> out;
+  Status st = run_on_engine([&] {
+    for (const FrozenSegment* s : kv_->frozen().list()) {
+      if (!s->evicted) out.push_back(SegmentSpec{s->tokens, s->keys.tenant, s->keys.cache_salt, s->id});
+    }
+  });
+  (void)st;  // stopped: nothing to save
+  return out;
 }
 
 std::vector<SegmentInfo> ServingEngineImpl::list_segments(const std::string& tenant) {

@@ -138,6 +138,7 @@ class ServingEngineImpl final : public ServingEngine {
   Result<SegmentInfo> create_segment(const SegmentSpec& spec) override;
   Status delete_segment(const std::string& id, const std::string& tenant) override;
   std::vector<SegmentInfo> list_segments(const std::string& tenant) override;
+  std::vector<SegmentSpec> frozen_segment_specs() override;
 
  private:
   ServingEngineImpl() = default;
