@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "format/ggml_type.h"
 #include "format/gguf.h"
 
@@ -19,12 +20,7 @@ using namespace agentkv;
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_gguf: invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 std::vector<uint8_t> bytes_of(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
@@ -118,13 +114,7 @@ void exercise_getters(const GgufFile& f) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("AGENTKV_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::write_seeds_if_asked(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = GgufFile::parse(std::span<const uint8_t>(data, size));

@@ -20,19 +20,16 @@
 #include <nlohmann/json.hpp>
 
 #include "server/openai_request.h"
+#include "fuzz_support.h"
 #include "server/openai_response.h"
 
 using namespace agentkv::server;
+namespace fuzz = agentkv::fuzz;
 using json = nlohmann::json;
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_request: invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 void check_error(const ApiError& e) {
   check(e.status == 400 || e.status == 413, "error status is 400 or 413");
@@ -74,25 +71,12 @@ void write_seeds(const std::string& dir) {
       R"({"messages":[{"role":"assistant","content":null},{"role":"tool","content":"1","tool_call_id":"c"}],)"
       R"("stream":true,"seed":-1})",
   };
-  int i = 0;
-  for (const char* seed : seeds) {
-    const std::string path = dir + "/seed_" + std::to_string(i++) + ".json";
-    if (FILE* f = std::fopen(path.c_str(), "wb")) {
-      std::fputs(seed, f);
-      std::fclose(f);
-    }
-  }
+  fuzz::write_text_seeds(dir, "seed", seeds);
 }
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("AGENTKV_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::write_seeds_if_asked(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);

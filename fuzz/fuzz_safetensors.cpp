@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "format/safetensors.h"
 #include "format/safetensors_writer.h"
 
@@ -19,12 +20,7 @@ using namespace agentkv;
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_safetensors: invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 void write_seeds(const std::string& dir) {
   std::vector<std::pair<std::string, SafetensorsWriter>> seeds;
@@ -58,13 +54,7 @@ void write_seeds(const std::string& dir) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("AGENTKV_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::write_seeds_if_asked(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = SafetensorsFile::parse(std::span<const uint8_t>(data, size));

@@ -15,18 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz_support.h"
 #include "server/segment_store.h"
 
 using namespace agentkv;
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_segment_file: invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 void write_seeds(const std::string& dir) {
   std::vector<SegmentSpec> segs = {{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, "t", "s", "seg-1"},
@@ -38,25 +34,12 @@ void write_seeds(const std::string& dir) {
       R"({"format":"agentkv-segments","version":2})",
       R"({"format":"agentkv-segments","version":1,"model_id":"m","segments":[{"id":5},{"tokens":[]},[]]})",
   };
-  int i = 0;
-  for (const char* b : broken) {
-    const std::string path = dir + "/broken_" + std::to_string(i++) + ".json";
-    if (FILE* f = std::fopen(path.c_str(), "wb")) {
-      std::fputs(b, f);
-      std::fclose(f);
-    }
-  }
+  fuzz::write_text_seeds(dir, "broken", broken);
 }
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("AGENTKV_FUZZ_WRITE_SEEDS")) {
-    write_seeds(dir);
-    std::exit(0);
-  }
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::write_seeds_if_asked(write_seeds); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "format/gguf.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/pretokenize.h"
@@ -28,12 +29,7 @@ using namespace agentkv;
 
 namespace {
 
-void check(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "fuzz_tokenizer: invariant violated: %s\n", what);
-    std::abort();
-  }
-}
+using fuzz::check;
 
 std::string byte_char(int b) {
   const auto printable = [](int x) { return (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174; };

@@ -92,6 +92,13 @@ void print_lragent_trace(const std::vector<LragentTraceResult>& rs, const std::v
     }
     return Med{bench::median(a), bench::median(b), bench::median(c), bench::median(d)};
   };
+  // Without a `none` run there is nothing to divide by: "-", not 0.00x.
+  auto ratio = [](double num, double den) {
+    if (!(den > 0 && num > 0)) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", num / den);
+    return std::string(buf);
+  };
   std::printf("\n| L_ctx | tokens | scheme | TTFT sum s | throughput tok/s | peak KV MiB | prefill rows | TTFT vs none | "
               "throughput vs none | KV vs none |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (int32_t L : lens) {
@@ -99,13 +106,6 @@ void print_lragent_trace(const std::vector<LragentTraceResult>& rs, const std::v
     for (const std::string& s : schemes) {
       const Med m = med(L, s);
       if (m.tput == 0) continue;
-      // Without a `none` run there is nothing to divide by: "-", not 0.00x.
-      auto ratio = [](double num, double den) {
-        if (!(den > 0 && num > 0)) return std::string("-");
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.2fx", num / den);
-        return std::string(buf);
-      };
       std::printf("| %d | %d | %s | %.2f | %.1f | %.1f | %.0f | %s | %s | %s |\n", L, 912 + 4 * L, s.c_str(), m.ttft,
                   m.tput, m.mib, m.rows, ratio(none.ttft, m.ttft).c_str(), ratio(m.tput, none.tput).c_str(),
                   ratio(m.mib, none.mib).c_str());

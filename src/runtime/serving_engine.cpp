@@ -904,10 +904,9 @@ Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
         return;
       }
       // A restored "seg-<n>": the engine's own names continue after it.
-      uint64_t n = 0;
       if (seg_id.rfind("seg-", 0) == 0 && seg_id.size() > 4 && seg_id.size() <= 20 &&
           seg_id.find_first_not_of("0123456789", 4) == std::string::npos) {
-        n = std::stoull(seg_id.substr(4));
+        const uint64_t n = std::stoull(seg_id.substr(4));
         next_segment_ = std::max(next_segment_, n + 1);
       }
     } else {

@@ -53,6 +53,7 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
     add_droidspeak_rows(s, l, adapter_index, q.blocks, step);
   }
   const std::vector<int32_t>* lr_blocks = lr ? &lr_kv_->block_table(r->id) : nullptr;
+  const bool ds_snapshots = droidspeak_snapshots(l);
   std::vector<RowSpec> specs;
   sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
   for (const RowSpec& rs : specs) {
@@ -72,7 +73,7 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
     if (score) row.logits = true;
     if (row.logits) logit_rows->push_back({r->id, score ? pos : -1});
     mark_captures(l, &row);
-    if (droidspeak_snapshots(l) && row.slot >= 0) row.capture_layer = ds_layer_;
+    if (ds_snapshots && row.slot >= 0) row.capture_layer = ds_layer_;
     step->rows.push_back(row);
   }
   q.row_end = static_cast<int32_t>(step->rows.size());
@@ -91,6 +92,7 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
   l.droidspeak_admission = r->n_preemptions;
   const int32_t bs = opts_.block_size;
   const uint32_t bit = uint32_t{1} << (agent_tag(l.sharing.adapter) % 32);
+  const bool snapshots = droidspeak_snapshots(l);
   int32_t mask = -1;
   for (int32_t p = 0; p < s.begin; ++p) {
     const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
@@ -112,12 +114,12 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
     // state of the agent that processed the token), else from layer 0,
     // keeping a snapshot on the way.
     const std::span<const float> h =
-        droidspeak_snapshots(l) ? ds_hidden_->read(slot, generation_of(slot)) : std::span<const float>();
+        snapshots ? ds_hidden_->read(slot, generation_of(slot)) : std::span<const float>();
     if (!h.empty()) {
       row.layer_begin = ds_layer_;
       row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / model_->spec.d_model);
       step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
-    } else if (droidspeak_snapshots(l)) {
+    } else if (snapshots) {
       row.capture_layer = ds_layer_;
     }
     step->rows.push_back(row);

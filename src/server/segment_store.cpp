@@ -2,13 +2,13 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "util/mmap.h"
 
 namespace agentkv::server {
 namespace {
@@ -20,7 +20,7 @@ constexpr const char* kFormat = "agentkv-segments";
 constexpr int kVersion = 1;
 // Far above any pool this engine runs (a 2^26-token file is ~0.5 GB of
 // JSON); a bigger file is not read.
-constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{1} << 30;
+constexpr size_t kMaxFileBytes = size_t{1} << 30;
 
 std::string path_of(const std::string& dir) { return (fs::path(dir) / kSegmentFileName).string(); }
 
@@ -85,24 +85,17 @@ Status save_segments(const std::string& dir, const std::string& model_id, const 
 std::vector<SegmentSpec> load_segments(const std::string& dir, const std::string& model_id,
                                        std::vector<std::string>* warnings) {
   const std::string path = path_of(dir);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return {};
+  Result<MappedFile> f = MappedFile::open(path);
+  if (!f.is_ok() && f.status().code() == ErrorCode::kNotFound) return {};  // nothing saved yet
   auto warn = [&](const std::string& s) { warnings->push_back(path + ": " + s); };
-  const std::uintmax_t size = fs::file_size(path, ec);
-  if (ec || size > kMaxFileBytes) {
-    warn(ec ? "cannot be read (" + ec.message() + "); no segment restored"
-            : "is larger than 1 GiB; no segment restored");
-    return {};
-  }
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (!f) {
-    warn("cannot be read; no segment restored");
+  if (!f.is_ok() || f->size() > kMaxFileBytes) {
+    warn(f.is_ok() ? "is larger than 1 GiB; no segment restored"
+                   : "cannot be read (" + f.status().message() + "); no segment restored");
     return {};
   }
   std::vector<std::string> problems;
-  std::vector<SegmentSpec> out = parse_segment_file(ss.str(), model_id, &problems);
+  std::vector<SegmentSpec> out =
+      parse_segment_file(std::string_view(reinterpret_cast<const char*>(f->data()), f->size()), model_id, &problems);
   for (const std::string& p : problems) warn(p);
   return out;
 }

@@ -9,39 +9,13 @@ import subprocess
 
 from server_util import assert_openai_error
 
-KEY_A, KEY_B = "key-seg-a", "key-seg-b"
+# The helpers and API keys of the frozen-segment tests.
+from test_server_segments import KEY_A, KEY_B, call, create, doc, listed, tokens_of
 
 
 def flags(seg_dir):
     return ["--segment-dir", seg_dir, "--block-size", 16, "--kv-cache-mb", 64, "--max-model-len", 512,
             "--api-key", f"{KEY_A}=tenant-a", "--api-key", f"{KEY_B}=tenant-b"]
-
-
-def call(server, method, path, body=None, key=KEY_A):
-    status, _, data = server.request(method, path, body, {"Authorization": f"Bearer {key}"})
-    return status, data
-
-
-def tokens_of(server, text):
-    status, data = call(server, "POST", "/tokenize", {"prompt": text, "add_special_tokens": False})
-    assert status == 200, data
-    return json.loads(data)["tokens"]
-
-
-def doc(topic, n=8):
-    return " ".join(f"Fact {i} about {topic}: item {i} is stored on shelf {i * 7 % 13}." for i in range(n))
-
-
-def create(server, body, key=KEY_A):
-    status, data = call(server, "POST", "/v1/segments", body, key)
-    assert status == 200, data
-    return json.loads(data)
-
-
-def listed(server, key=KEY_A):
-    status, data = call(server, "GET", "/v1/segments", key=key)
-    assert status == 200, data
-    return {s["id"]: s for s in json.loads(data)["data"]}
 
 
 def reused(server, prompt, key=KEY_A, salt=None):

@@ -25,6 +25,7 @@ Standard library only (runs under .venv or any python3).
 """
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import re
 import subprocess
@@ -194,14 +195,44 @@ def start_server(args):
     return proc, port.rstrip("/")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_server_args(ap):
+    """The flags that say which server to use (server_url)."""
     ap.add_argument("--url", default="http://127.0.0.1:8000")
     ap.add_argument("--serve", action="store_true", help="start build/agentkv serve on a free port with the adapters")
     ap.add_argument("--engine", default=str(ROOT / "build" / "agentkv"))
     ap.add_argument("--adapters", default=str(HERE / "adapters"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--serve-args", default="", help="more flags for serve (with --serve)")
+
+
+@contextlib.contextmanager
+def server_url(args):
+    """The server's URL: --url, or (--serve) a server started for the block
+    and stopped after it."""
+    if not args.serve:
+        yield args.url.rstrip("/")
+        return
+    proc, url = start_server(args)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def newline_id(url):
+    nl = tokenize(url, "\n")
+    if len(nl) != 1:
+        raise SystemExit(f"newline tokenizes to {nl}, expected one token")
+    return nl[0]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_server_args(ap)
     ap.add_argument("--n", type=int, default=200, help="questions")
     ap.add_argument("--seed", type=int, default=0, help="task seed (training used 1, 101, 201)")
     ap.add_argument("--start", type=int, default=0, help="first question index")
@@ -223,15 +254,8 @@ def main(argv=None):
     ap.add_argument("--out", help="write the results as JSON")
     args = ap.parse_args(argv)
 
-    proc = None
-    url = args.url.rstrip("/")
-    if args.serve:
-        proc, url = start_server(args)
-    try:
-        nl = tokenize(url, "\n")
-        if len(nl) != 1:
-            raise SystemExit(f"newline tokenizes to {nl}, expected one token")
-        nl = nl[0]
+    with server_url(args) as url:
+        nl = newline_id(url)
         insts = [task.make_instance(args.seed, i) for i in range(args.start, args.start + args.n)]
         contexts = [tokenize(url, task.context_text(inst)) for inst in insts]
         labels = {r: tokenize(url, task.LABELS[r]) for r in task.ROLES}
@@ -285,13 +309,6 @@ def main(argv=None):
             print("\nnote: the server did not return token_ids; generated text was re-tokenized (/tokenize).")
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
     return 0
 
 

@@ -106,12 +106,7 @@ def compare(ref, got, n_steps):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--url", default="http://127.0.0.1:8000")
-    ap.add_argument("--serve", action="store_true", help="start build/agentkv serve on a free port with the adapters")
-    ap.add_argument("--engine", default=str(ep.ROOT / "build" / "agentkv"))
-    ap.add_argument("--adapters", default=str(HERE / "adapters"))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--serve-args", default="", help="more flags for serve (with --serve)")
+    ep.add_server_args(ap)
     ap.add_argument("--n", type=int, default=50, help="questions")
     ap.add_argument("--seed", type=int, default=0, help="task seed (evaluation: 0)")
     ap.add_argument("--schemes", default="full,droidspeak,lragent-base,lragent-baselr",
@@ -120,16 +115,10 @@ def main(argv=None):
     ap.add_argument("--out", help="write the results as JSON")
     args = ap.parse_args(argv)
 
-    proc = None
-    url = args.url.rstrip("/")
-    if args.serve:
-        proc, url = ep.start_server(args)
-    try:
-        nl = ep.tokenize(url, "\n")
-        if len(nl) != 1:
-            raise SystemExit(f"newline tokenizes to {nl}, expected one token")
+    with ep.server_url(args) as url:
+        nl = ep.newline_id(url)
         enc = lambda s: ep.tokenize(url, s)  # noqa: E731
-        trajs = [task.trajectory_ids(enc, task.make_instance(args.seed, i), nl[0]) for i in range(args.n)]
+        trajs = [task.trajectory_ids(enc, task.make_instance(args.seed, i), nl) for i in range(args.n)]
         models = {r: r for r in task.ROLES}
         steps = list(task.ROLE_SEQUENCE)
         ref = run_scheme(url, trajs, models, "none", "kl-none", args.concurrency, "none")
@@ -151,13 +140,6 @@ def main(argv=None):
             print(f"| {s} | {cells} | {a['kl']:.3f} | {100 * a['top1_agree']:.1f} | {a['top_mass']:.4f} |")
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except Exception:
-                proc.kill()
     return 0
 
 

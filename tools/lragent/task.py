@@ -185,25 +185,21 @@ def is_correct(inst, final_text):
     return normalize(extract_answer(final_text)) == normalize(inst["answer"])
 
 
+def _unique_after(lines, prefix, hop):
+    """What follows `prefix` on the one line that starts with it (None if none)."""
+    found = [line[len(prefix):].rstrip(".") for line in lines if line.startswith(prefix)]
+    assert len(found) <= 1, f"two records answer the {hop} hop"
+    return found[0] if found else None
+
+
 def solve_from_text(inst):
     """Answers the question from the rendered records only (not from the
     structured data): used by the tests as an independent check."""
     rel_verb = RELATIONS[inst["relation"]][0]
-    city = None
-    for line in inst["person_lines"]:
-        prefix = f"{inst['person']} {rel_verb} "
-        if line.startswith(prefix):
-            assert city is None, "two records answer the first hop"
-            city = line[len(prefix):].rstrip(".")
+    city = _unique_after(inst["person_lines"], f"{inst['person']} {rel_verb} ", "first")
     if city is None:
         return None
-    country = None
-    for line in inst["place_lines"]:
-        prefix = f"{city} is a city in "
-        if line.startswith(prefix):
-            assert country is None, "two records answer the second hop"
-            country = line[len(prefix):].rstrip(".")
-    return country
+    return _unique_after(inst["place_lines"], f"{city} is a city in ", "second")
 
 
 def main(argv=None):
