@@ -121,7 +121,8 @@ Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, co
         return make_error(ErrorCode::kInvalidArgument, "base ", lora_target_peft_name(t), " of layer ", layer,
                           " has ", wt.numel(), " values, expected ", shape.d_out, " x ", shape.d_in);
       }
-      const double wnorm = norm(wt.data);
+      const std::vector<float> wv = wt.values_f32();  // the base may keep it packed only
+      const double wnorm = norm(wv);
       const float sa = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d_in)));
       const float sb = static_cast<float>(cfg.magnitude * cfg.target_ratio * wnorm /
                                           (scale * std::sqrt(static_cast<double>(cfg.rank) * shape.d_out)));
@@ -144,7 +145,7 @@ Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, co
         wx.resize(static_cast<size_t>(shape.d_out));
         matvec(a.data(), cfg.rank, shape.d_in, x.data(), ax.data());
         matvec(b.data(), shape.d_out, cfg.rank, ax.data(), bax.data());
-        matvec(wt.f32(), shape.d_out, shape.d_in, x.data(), wx.data());
+        matvec(wv.data(), shape.d_out, shape.d_in, x.data(), wx.data());
         const double wn = norm(wx);
         layer_ratio += wn > 0 ? scale * norm(bax) / wn : 0.0;
       }

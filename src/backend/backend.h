@@ -217,5 +217,8 @@ class backend_i {
 };
 
 std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg);
+// supports_quant of the CPU backend, before one exists: the model loader
+// keeps no f32 copy of matrices of these types (LoadOptions::packed_only).
+bool backend_cpu_reads_packed(uint32_t type);
 
 }  // namespace agentkv

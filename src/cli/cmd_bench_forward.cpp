@@ -191,7 +191,7 @@ void run_paired(const BenchArgs& a) {
   using clock = std::chrono::steady_clock;
   const int max_threads = *std::max_element(a.threads.begin(), a.threads.end());
   std::fprintf(stderr, "[bench] loading %s\n", a.engine.model_path.c_str());
-  auto loaded = model_load_file(a.engine.model_path, {.n_threads = max_threads});
+  auto loaded = model_load_file(a.engine.model_path, {.n_threads = max_threads, .packed_only = backend_cpu_reads_packed});
   if (!loaded.is_ok()) return fail(loaded.status());
   std::shared_ptr<const Model> model = *loaded;
   const ModelSpec& s = model->spec;

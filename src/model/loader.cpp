@@ -21,8 +21,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 class TensorLoader {
  public:
-  TensorLoader(const GgufFile& f, ThreadPool& pool, bool keep_packed)
-      : f_(f), pool_(pool), keep_packed_(keep_packed) {}
+  TensorLoader(const GgufFile& f, ThreadPool& pool, const LoadOptions& opts) : f_(f), pool_(pool), opts_(opts) {}
 
   // `shape` is row-major (outermost first), the reverse of ggml's ne order.
   Result<DenseTensor> create(const std::string& name, std::vector<int64_t> shape, bool required = true) {
@@ -46,12 +45,19 @@ class TensorLoader {
     out.shape = std::move(shape);
     const int64_t row = t->ne[0];
     const int64_t rows = static_cast<int64_t>(t->n_elements) / row;
-    out.data.resize(t->n_elements);
     auto bytes = f_.tensor_data(*t);
     AKV_ASSIGN_OR_RETURN(uint64_t row_bytes, ggml_row_bytes(t->type, row));
     if (row_bytes * static_cast<uint64_t>(rows) > bytes.size()) {
       return make_error(ErrorCode::kInternal, "tensor '", name, "': data span shorter than its shape");
     }
+    const uint32_t type = static_cast<uint32_t>(t->type);
+    if (opts_.keep_packed && t->ne.size() == 2 && t->type != GgmlType::kF32) {
+      out.packed.assign(bytes.begin(), bytes.begin() + row_bytes * rows);
+      out.packed_type = type;
+      out.packed_row_bytes = static_cast<int64_t>(row_bytes);
+      if (opts_.packed_only != nullptr && opts_.packed_only(type)) return out;
+    }
+    out.data.resize(t->n_elements);
     std::mutex mu;
     Status first_error;
     pool_.parallel_for(rows, [&](int64_t b, int64_t e, int) {
@@ -65,18 +71,13 @@ class TensorLoader {
       }
     });
     if (!first_error.is_ok()) return first_error.with_context("tensor '" + name + "'");
-    if (keep_packed_ && t->ne.size() == 2 && t->type != GgmlType::kF32) {
-      out.packed.assign(bytes.begin(), bytes.begin() + row_bytes * rows);
-      out.packed_type = static_cast<uint32_t>(t->type);
-      out.packed_row_bytes = static_cast<int64_t>(row_bytes);
-    }
     return out;
   }
 
  private:
   const GgufFile& f_;
   ThreadPool& pool_;
-  bool keep_packed_;
+  const LoadOptions& opts_;
 };
 
 }  // namespace
@@ -87,7 +88,7 @@ Result<std::shared_ptr<Model>> model_load(const GgufFile& file, const LoadOption
   AKV_ASSIGN_OR_RETURN(model->spec, model_spec_from_gguf(file));
   const ModelSpec& s = model->spec;
   ThreadPool pool(opts.n_threads);
-  TensorLoader L(file, pool, opts.keep_packed);
+  TensorLoader L(file, pool, opts);
   Weights& w = model->w;
 
   AKV_ASSIGN_OR_RETURN(w.tok_embd, L.create(tn::kTokenEmbd, {s.n_vocab, s.d_model}));

@@ -15,9 +15,14 @@ namespace agentkv {
 struct LoadOptions {
   DType dtype = DType::kF32;
   int n_threads = 1;  // dequantization threads
-  // Keep the file's bytes of quantized matrices (DenseTensor::packed) for
-  // decode. Costs the file's size again in RAM.
+  // Keep the file's bytes of quantized matrices (DenseTensor::packed), which
+  // the kernels read directly.
   bool keep_packed = true;
+  // Types whose matrices the compute backend reads packed: those keep no f32
+  // copy (DenseTensor::data stays empty), so the weights are held once, at
+  // the file's size. Null keeps the f32 copy of everything (tools and tests
+  // that read the dequantized values).
+  bool (*packed_only)(uint32_t ggml_type) = nullptr;
 };
 
 Result<std::shared_ptr<Model>> model_load(const GgufFile& file, const LoadOptions& opts);

@@ -1,4 +1,6 @@
-// Model weights in the compute dtype, dequantized at load. Shapes are
+// Model weights. Matrices of a type the backend reads packed are kept only as
+// the file's blocks; everything else (vectors, f32/f16 files, types without
+// a packed kernel) is dequantized to the compute dtype at load. Shapes are
 // row-major, outermost first; a Linear weight is (out_features, in_features).
 #pragma once
 
@@ -16,16 +18,22 @@ enum class DType { kF32 };
 struct DenseTensor {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  std::vector<float> data;
-  // The file's quantized bytes of a matrix, kept beside the f32 copy so that
-  // decode-sized matmuls read 4-8x fewer bytes; empty for f32 files and vectors.
+  std::vector<float> data;  // dequantized values; empty when the matrix is packed-only
+  // The file's quantized bytes of a matrix, which the matmul kernels read
+  // directly; empty for f32 files and vectors.
   std::vector<uint8_t> packed;
   uint32_t packed_type = 0;       // ggml type id of `packed`
   int64_t packed_row_bytes = 0;
 
-  bool empty() const { return data.empty(); }
-  const float* f32() const { return data.data(); }
-  int64_t numel() const { return static_cast<int64_t>(data.size()); }
+  bool empty() const { return data.empty() && packed.empty(); }
+  const float* f32() const { return data.data(); }  // null when packed-only
+  int64_t numel() const;
+  // Row r of a matrix (shape[1] values) as f32, from the f32 copy or decoded
+  // from the packed blocks: the same values either way (format's dequantizer).
+  // False when r is out of range or the type cannot be decoded.
+  bool row_f32(int64_t r, float* out) const;
+  // Every value as f32 (tools: synthetic adapters, checks). A copy.
+  std::vector<float> values_f32() const;
 };
 
 struct LayerWeights {

@@ -1,5 +1,6 @@
 #include "runtime/loaded_model.h"
 
+#include "backend/backend.h"
 #include "format/gguf.h"
 #include "model/loader.h"
 
@@ -10,6 +11,7 @@ Result<LoadedModel> load_model_file(const std::string& path, int n_threads) {
   if (!file.is_ok()) return file.status();
   LoadOptions lo;
   lo.n_threads = n_threads;
+  lo.packed_only = backend_cpu_reads_packed;  // one copy of the weights
   auto model = model_load(*file, lo);
   if (!model.is_ok()) return model.status().with_context(path);
   LoadedModel out;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace agentkv {
 
@@ -19,14 +20,24 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
 void Runner::linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n,
                     bool accumulate) {
   // Packed weights serve every row count (the kernels' reduction order does
-  // not depend on it), so the f32 copy is only for types the backend cannot
-  // read packed.
+  // not depend on it); the f32 copy exists only for types the backend cannot
+  // read packed (model_load's packed_only).
   if (!w.packed.empty() && backend_->supports_quant(w.packed_type)) {
     QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
     backend_->matmul_quant(x, q, y, R, accumulate);
-  } else {
+  } else if (!w.data.empty()) {
     backend_->matmul(x, w.f32(), y, R, k, n, accumulate);
+  } else {
+    // A packed-only matrix this backend cannot read: the loader was told
+    // another backend's types. Loud in the output, never a crash.
+    std::fill(y, y + R * n, std::numeric_limits<float>::quiet_NaN());
   }
+}
+
+void Runner::embed(int32_t token, float* dst) const {
+  // A packed-only table decodes the row to exactly what an f32 copy holds.
+  if (!model_->w.tok_embd.row_f32(token, dst))
+    std::fill(dst, dst + model_->spec.d_model, std::numeric_limits<float>::quiet_NaN());
 }
 
 Status Runner::validate_adapter(const Adapter& a) const {
@@ -252,7 +263,6 @@ void Runner::rebuild_plan(const Step& step) {
 
 void Runner::set_active(const Step& step, const std::vector<int32_t>& want) {
   const int64_t d = model_->spec.d_model;
-  const float* embd = model_->w.tok_embd.f32();
   size_t j = 0;  // walks the old active_ (both ascending)
   for (size_t i = 0; i < want.size(); ++i) {
     const int32_t r = want[i];
@@ -262,7 +272,7 @@ void Runner::set_active(const Step& step, const std::vector<int32_t>& want) {
     if (j < active_.size() && active_[j] == r) {
       std::memcpy(dst, &x_[j * d], sizeof(float) * d);
     } else if (row.layer_begin == 0) {
-      std::memcpy(dst, embd + int64_t{row.token} * d, sizeof(float) * d);
+      embed(row.token, dst);
     } else {
       std::memcpy(dst, &step.hidden_in[int64_t{row.hidden_in} * d], sizeof(float) * d);
     }

@@ -10,6 +10,8 @@ namespace agentkv {
 
 bool CpuBackend::supports_quant(uint32_t type) const { return cpu::quant_block_elems(type) > 0; }
 
+bool backend_cpu_reads_packed(uint32_t type) { return cpu::quant_block_elems(type) > 0; }
+
 // Output columns (weight rows) split over the pool, one slice per thread:
 // decode is bound by reading the packed weights, and each thread streams its
 // own rows. Slices are multiples of 8 rows to keep neighbours off each

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -69,6 +70,39 @@ TEST(ModelLoader, QuantizedMatricesDequantizeCloseToF32) {
   EXPECT_LT(max_err8, max_abs / 127.0);   // within half a q8_0 step of the block max, and then some
   EXPECT_LT(max_err16, max_abs * 1e-3);
   for (auto* p : {&p32, &p8, &p16}) std::remove(p->c_str());
+}
+
+// packed_only: the matrices of the named types keep their file blocks and no
+// f32 copy; row_f32 and values_f32 decode exactly what the copy would hold.
+// Vectors and types left out keep the f32 copy.
+TEST(ModelLoader, PackedOnlyMatricesKeepOneCopyWithTheSameValues) {
+  SynthModelConfig c;
+  c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 128, c.seed = 9;
+  c.type = GgmlType::kQ8_0;
+  const std::string path = write_synth_model(c);
+  auto full = model_load_file(path, {});
+  auto one = model_load_file(path, {.packed_only = [](uint32_t t) { return t == uint32_t(GgmlType::kQ8_0); }});
+  auto none = model_load_file(path, {.packed_only = [](uint32_t) { return false; }});
+  ASSERT_TRUE(full.is_ok() && one.is_ok() && none.is_ok());
+  const Weights& f = (*full)->w;
+  const Weights& o = (*one)->w;
+  const DenseTensor* pairs[][2] = {{&f.layers[1].w_down, &o.layers[1].w_down}, {&f.tok_embd, &o.tok_embd},
+                                   {&f.layers[0].wk, &o.layers[0].wk}};
+  for (const auto& [a, b] : pairs) {
+    ASSERT_FALSE(a->data.empty());
+    EXPECT_TRUE(b->data.empty());
+    EXPECT_FALSE(b->empty());
+    EXPECT_EQ(b->numel(), a->numel());
+    EXPECT_EQ(b->packed, a->packed);
+    EXPECT_EQ(b->values_f32(), a->data);
+    std::vector<float> row(size_t(a->shape[1]));
+    ASSERT_TRUE(b->row_f32(a->shape[0] - 1, row.data()));
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), a->data.end() - a->shape[1]));
+    EXPECT_FALSE(b->row_f32(a->shape[0], row.data()));  // out of range
+  }
+  EXPECT_FALSE(o.layers[0].attn_norm.data.empty());  // vectors stay f32
+  EXPECT_FALSE((*none)->w.layers[1].w_down.data.empty());
+  std::remove(path.c_str());
 }
 
 // Writes a model whose tensor list is edited by `edit` before writing.
