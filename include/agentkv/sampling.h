@@ -19,6 +19,10 @@ struct SamplingParams {
   float min_p = 0.0f;        // 0 => off; keeps tokens with p >= min_p * p_max
   uint64_t seed = 0;         // same seed + same logits => same tokens
   int32_t n_logprobs = 0;    // top-N logprobs to report (0..20)
+  // Compute the chosen token's logprob (SampleResult::logprob): a pass of
+  // exp over the whole vocabulary per token, which the server skips when a
+  // request asks for no logprobs. Off (and n_logprobs 0): logprob is NaN.
+  bool logprob = true;
   float repetition_penalty = 1.0f;  // 1 => off; > 0 (vLLM's range)
   float frequency_penalty = 0.0f;   // 0 => off; [-2, 2] (OpenAI's and vLLM's range)
   float presence_penalty = 0.0f;    // 0 => off; [-2, 2]

@@ -67,6 +67,7 @@ Result<Timed> run_timed(ServingEngine& engine, std::vector<int32_t> prompt, int3
   req.prompt = std::move(prompt);
   req.max_tokens = max_tokens;
   req.ignore_eos = true;
+  req.sampling.logprob = false;  // as a server request without logprobs (llama-bench computes none)
   std::chrono::steady_clock::time_point first, last;
   bool seen = false;
   AKV_ASSIGN_OR_RETURN(ServeEvent end, serve_one(engine, std::move(req), [&](const ServeEvent& e, auto at) {

@@ -62,6 +62,7 @@ Status run(const GenerateArgs& a) {
   }
   ServingOptions so = serving_options(a.engine);
   ServingGenerateOptions o = a.gen;
+  o.sampling.logprob = o.sampling.n_logprobs > 0;  // printed only with --logprobs
   if (!a.adapter.empty()) {
     AKV_ASSIGN_OR_RETURN(ServingOptions::AdapterSpec spec, server::parse_adapter_spec(a.adapter));
     AKV_RETURN_IF_ERROR(server::check_adapter_specs({spec}, ""));

@@ -343,9 +343,12 @@ SampleResult Sampler::sample(std::span<const float> raw) {
     return {max.id, kNegInf, {}};
   }
 
+  SampleResult r;
+  const bool lp = params_.logprob || params_.n_logprobs > 0;
   int32_t chosen = max.id;
   double log_z = 0.0;
   if (params_.temperature == 0.0f) {
+    if (!lp) return {chosen, std::numeric_limits<float>::quiet_NaN(), {}};
     log_z = std::log(partition(logits, max.logit));
   } else {
     double full_mass = 0.0;
@@ -362,6 +365,7 @@ SampleResult Sampler::sample(std::span<const float> raw) {
       cum += c.weight;
       if (cum > target) break;
     }
+    if (!lp) return {chosen, std::numeric_limits<float>::quiet_NaN(), {}};
   }
 
   // Logprobs describe the model, not the request's adjustments (vLLM's
@@ -371,7 +375,6 @@ SampleResult Sampler::sample(std::span<const float> raw) {
     lp_max = find_max(raw).logit;
     log_z = lp_max == kNegInf ? 0.0 : std::log(partition(raw, lp_max));
   }
-  SampleResult r;
   r.id = chosen;
   r.logprob = lp_max == kNegInf ? kNegInf : static_cast<float>(double(raw[chosen]) - double(lp_max) - log_z);
   r.top = top_logprobs(raw, params_.n_logprobs, lp_max, log_z);

@@ -32,6 +32,7 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
     p.echo_texts.emplace_back();
     p.want_logprobs = c.logprobs;
     base.sampling.n_logprobs = c.logprobs ? c.top_logprobs : 0;
+    base.sampling.logprob = c.logprobs;
     sf = std::move(c.sampling);
   } else {
     ApiResult<CompletionRequest> parsed = parse_completion_request(body, env.limits);
@@ -50,6 +51,7 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
     }
     p.want_logprobs = c.logprobs.has_value();
     base.sampling.n_logprobs = c.logprobs.value_or(0);
+    base.sampling.logprob = c.logprobs.has_value();
     // As OpenAI: echo with logprobs scores the prompt's tokens too.
     p.echo_logprobs = c.echo && c.logprobs.has_value();
     if (p.echo_logprobs) base.prompt_logprobs = *c.logprobs;

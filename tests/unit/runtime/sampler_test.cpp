@@ -219,6 +219,29 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
   EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 20u);
 }
 
+// logprob = false (a server request without logprobs) skips the pass over
+// the vocabulary and nothing else: the same tokens, greedy and drawn, and a
+// NaN logprob; asking for top logprobs computes it anyway.
+TEST(Sampler, SkippingTheLogprobKeepsTheTokens) {
+  auto l = random_logits(3, 512, 1.0f);
+  for (float temp : {0.0f, 0.8f}) {
+    SamplingParams with{.temperature = temp, .top_p = 0.9f, .seed = 5};
+    SamplingParams without = with;
+    without.logprob = false;
+    Sampler a(with), b(without);
+    for (int i = 0; i < 50; ++i) {
+      const SampleResult x = a.sample(l), y = b.sample(l);
+      ASSERT_EQ(x.id, y.id) << "temperature " << temp << " draw " << i;
+      EXPECT_TRUE(std::isfinite(x.logprob));
+      EXPECT_TRUE(std::isnan(y.logprob));
+    }
+    without.n_logprobs = 2;
+    const SampleResult z = Sampler(without).sample(l);
+    EXPECT_EQ(z.logprob, Sampler(with).sample(l).logprob);
+    EXPECT_EQ(z.top.size(), 2u);
+  }
+}
+
 TEST(Sampler, DistributionMatchesNumpyReference) {
   const auto cases = load_ref_cases();
   ASSERT_EQ(cases.size(), 25u);
