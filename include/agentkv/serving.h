@@ -135,6 +135,9 @@ struct ServingOptions {
   int n_threads = 2;
   int32_t block_size = 16;
   int64_t kv_cache_mb = 256;          // KV pool budget; sets the number of blocks
+  // Element type of the K/V cache: "f16" (half the bytes of f32 per token),
+  // "bf16" or "f32" (what the float64 reference tests compare against).
+  std::string kv_dtype = "f16";
   int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
                                       // the CLI's --ctx-size
   int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)

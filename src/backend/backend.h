@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "backend/kv_dtype.h"
+
 namespace agentkv {
 
 enum class RopeStyle {
@@ -28,16 +30,20 @@ struct RopeParams {
   float attn_factor = 1.0f;     // YaRN magnitude scaling of cos/sin
 };
 
-// One layer's paged K/V storage. Token t of block b for kv-head h starts at
-//   k + b * block_stride + t * kv_heads * head_dim + h * head_dim
-// (same for v). block_stride lets several layers share one allocation.
+// One layer's paged K/V storage, elements of type dtype. Token t of block b
+// for kv-head h starts at element
+//   b * block_stride + t * kv_heads * head_dim + h * head_dim
+// of k (same for v). block_stride lets several layers share one allocation.
+// Kernels take f32 rows, round them to dtype when writing, and widen what
+// they read back to f32.
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
-  int64_t block_stride = 0;   // floats between consecutive blocks
+  void* k = nullptr;
+  void* v = nullptr;
+  int64_t block_stride = 0;   // elements between consecutive blocks
   int32_t block_size = 0;     // tokens per block
   int32_t kv_heads = 0;
   int32_t head_dim = 0;
+  KvDType dtype = KvDType::kF32;
 };
 
 // Flash-LoRA-Attention (LRAgent Alg. 1, App. B; SCHEMES.md §1.2): a

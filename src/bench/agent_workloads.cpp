@@ -8,6 +8,7 @@
 #include <random>
 
 #include "adapter/synth_adapter.h"
+#include "backend/kv_dtype.h"
 #include "bench/engine_requests.h"
 #include "agentkv/serving.h"
 #include "runtime/loaded_model.h"
@@ -25,8 +26,8 @@ using bench::random_prompt;
 using bench::request;
 using bench::run_together;
 
-int64_t kv_mb_for_tokens(const ModelSpec& s, int64_t tokens, int32_t block_size) {
-  const int64_t per_token = int64_t{2} * s.n_layers * s.kv_dim() * int64_t{sizeof(float)};
+int64_t kv_mb_for_tokens(const ModelSpec& s, int64_t tokens, int32_t block_size, const std::string& kv_dtype) {
+  const int64_t per_token = int64_t{2} * s.n_layers * s.kv_dim() * kv_dtype_bytes(kv_dtype_parse(kv_dtype).value_or(KvDType::kF32));
   const int64_t blocks = tokens / block_size + 64;
   return blocks * block_size * per_token / (int64_t{1} << 20) + 16;
 }
@@ -41,7 +42,8 @@ ServingOptions engine_options(const AgentBenchOptions& o, const ModelSpec& spec,
   so.block_size = o.block_size;
   so.max_batch_tokens = o.max_batch_tokens;
   so.max_model_len = static_cast<int32_t>(longest + 64);
-  so.kv_cache_mb = kv_mb_for_tokens(spec, longest * n_seqs, o.block_size);
+  so.kv_dtype = o.kv_dtype;
+  so.kv_cache_mb = kv_mb_for_tokens(spec, longest * n_seqs, o.block_size, o.kv_dtype);
   so.kv_sharing = scheme;
   return so;
 }

@@ -26,6 +26,7 @@ struct AgentBenchOptions {
   int n_threads = 2;
   int32_t block_size = 16;
   int32_t max_batch_tokens = 512;
+  std::string kv_dtype = "f16";  // ServingOptions::kv_dtype
   std::string work_dir;  // adapters are written here
   uint64_t seed = 1;
   // Called with a one-line status while a workload runs (progress).

@@ -92,7 +92,7 @@ Result<DroidspeakProfile> run_droidspeak_profiler(const DroidspeakProfilerOption
     st.seqs = {StepSeq{0, n, blocks}};
     return st;
   };
-  const int64_t kvd = s.kv_dim();
+  const size_t row_bytes = size_t(kv.geometry().row_bytes());
   DroidspeakProfile prof;
   prof.sensitivity.assign(s.n_layers, 0.0);
   int32_t n_runs = 0;
@@ -113,8 +113,8 @@ Result<DroidspeakProfile> run_droidspeak_profiler(const DroidspeakProfilerOption
           // The mix region: the producer's K/V at layer l (the consumer's rows
           // keep it there and write every other layer).
           for (int32_t p = 0; p < n; ++p) {
-            std::memcpy(kv.k_at(l, 2 * nb + p / bs, p % bs), kv.k_at(l, p / bs, p % bs), sizeof(float) * kvd);
-            std::memcpy(kv.v_at(l, 2 * nb + p / bs, p % bs), kv.v_at(l, p / bs, p % bs), sizeof(float) * kvd);
+            std::memcpy(kv.k_at(l, 2 * nb + p / bs, p % bs), kv.k_at(l, p / bs, p % bs), row_bytes);
+            std::memcpy(kv.v_at(l, 2 * nb + p / bs, p % bs), kv.v_at(l, p / bs, p % bs), row_bytes);
           }
           AKV_RETURN_IF_ERROR(runner.execute(make_step(toks, &adapters[ca], 2, l), &got));
           prof.sensitivity[l] += mean_kl(ref, got, s.n_vocab);

@@ -116,6 +116,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
   so.n_threads = o.n_threads;
   so.block_size = o.block_size;
   so.kv_cache_mb = o.kv_cache_mb;
+  so.kv_dtype = o.kv_dtype;
   so.max_batch_tokens = 16384;  // one chunk per prompt: selection sees the whole prompt
   so.prefix_caching = false;
   AKV_ASSIGN_OR_RETURN(auto full_eng, create_serving_engine(so));

@@ -28,6 +28,7 @@ struct FidelityOptions {
   int n_threads = 2;
   int32_t block_size = 16;
   int64_t kv_cache_mb = 1024;
+  std::string kv_dtype = "f16";  // ServingOptions::kv_dtype
   int32_t gen_tokens = 32;
   FidelityTaskOptions tasks;
   std::vector<FidelityScheme> schemes;

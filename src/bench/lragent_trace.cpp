@@ -84,6 +84,7 @@ Result<std::vector<LragentTraceResult>> run_lragent_trace(const AgentBenchOption
         so.model_path = o.model_path;
         so.n_threads = o.n_threads;
         so.block_size = o.block_size;
+        so.kv_dtype = o.kv_dtype;
         so.max_batch_tokens = o.max_batch_tokens;
         so.max_model_len = static_cast<int32_t>(longest + 64);
         so.kv_cache_tokens = 3 * (longest + 64);  // three agents' copies under none: nothing is evicted

@@ -29,6 +29,7 @@ struct RelayBenchOptions {
   int n_threads = 2;
   int32_t block_size = 16;
   int64_t kv_cache_mb = 0;           // 0: enough for the workload (relay_bench_kv_tokens)
+  std::string kv_dtype = "f16";      // ServingOptions::kv_dtype
   int32_t max_batch_tokens = 16384;  // one chunk per prompt: a scheme selects over the whole prompt
   std::vector<SchemeSpec> schemes;   // must hold "none"
   // The relay layer profile the engine loads (ServingOptions::relay_profile)

@@ -23,6 +23,7 @@ Result<RelayEngine> relay_engine_create(const RelayBenchOptions& o, int64_t kv_t
   so.model_path = o.model_path;
   so.n_threads = o.n_threads;
   so.block_size = o.block_size;
+  so.kv_dtype = o.kv_dtype;
   if (o.kv_cache_mb > 0) {
     so.kv_cache_mb = o.kv_cache_mb;
   } else {

@@ -163,6 +163,7 @@ void register_bench_agents(CLI::App& app) {
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
   cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
+  add_kv_dtype_option(cmd, &a->o.kv_dtype);
   cmd->add_option("--max-batch-tokens", a->o.max_batch_tokens, "token rows per step")->capture_default_str();
   cmd->add_option("--seed", a->o.seed, "seed of the prompts and adapters")->capture_default_str();
   cmd->add_option("--prompt-lens", a->pipe.prompt_lens, "alora-pipeline: initial prompt lengths")->delimiter(',');

@@ -182,6 +182,7 @@ void register_bench_fidelity(CLI::App& app) {
       ->check(CLI::Range(1.01, 10.0));
   cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV cache of each engine, MiB")->capture_default_str();
+  add_kv_dtype_option(cmd, &a->o.kv_dtype);
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
   cmd->callback([a] { run(*a); });
 }

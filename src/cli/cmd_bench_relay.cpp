@@ -290,6 +290,7 @@ void register_bench_relay(CLI::App& app) {
   cmd->add_option("--block-size", a->o.block_size, "KV block size")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
+  add_kv_dtype_option(cmd, &a->o.kv_dtype);
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV pool, MiB (0: sized for the workload)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));

@@ -349,6 +349,7 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--kv-cache-mb", e.kv_cache_mb, "KV cache budget in MiB (sets the number of blocks)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  add_kv_dtype_option(cmd, &e.kv_dtype);
   cmd->add_option("--segment-dir", a->segment_dir,
                   "keep frozen segments across restarts: saved to DIR/segments.json after the drain on SIGTERM, "
                   "recomputed and pinned under their ids at start (a file for another model is a warning and "

@@ -29,6 +29,7 @@ ServingOptions serving_options(const EngineArgs& a) {
   so.kv_cache_tokens = a.n_ctx;
   so.max_model_len = a.n_ctx;
   so.max_batch_tokens = a.ubatch;
+  so.kv_dtype = a.kv_dtype;
   return so;
 }
 
@@ -44,6 +45,15 @@ void add_engine_options(CLI::App* cmd, EngineArgs* o) {
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--ubatch", o->ubatch, "max token rows per forward step during prefill")->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  add_kv_dtype_option(cmd, &o->kv_dtype);
+}
+
+void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {
+  cmd->add_option("--kv-dtype", *kv_dtype,
+                  "element type of the KV cache: f16 (half of f32's bytes per token), bf16, or f32 (exact f32 "
+                  "attention inputs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}));
 }
 
 void fail(const Status& st) {

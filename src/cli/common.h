@@ -18,6 +18,7 @@ struct EngineArgs {
   int32_t n_ctx = 4096;  // KV capacity in tokens (rounded up to whole blocks)
   int32_t block_size = 16;
   int32_t ubatch = 512;  // token rows per step: prefill chunks
+  std::string kv_dtype = "f16";
 };
 
 // The serving engine for EngineArgs: --ctx-size is both the KV pool and the
@@ -30,8 +31,10 @@ std::string default_model_path();
 // The committed DroidSpeak profile of the default model, "" when absent or another model is set.
 std::string default_droidspeak_profile();
 
-// Adds --model, --threads, --ctx-size, --block-size, --ubatch.
+// Adds --model, --threads, --ctx-size, --block-size, --ubatch, --kv-dtype.
 void add_engine_options(CLI::App* cmd, EngineArgs* opts);
+// Adds --kv-dtype (f16, bf16, f32) on any command that builds an engine.
+void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype);
 
 // Prints "error: <message>" to stderr and sets exit code 1.
 void fail(const Status& st);

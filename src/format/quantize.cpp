@@ -6,28 +6,6 @@
 
 namespace agentkv {
 
-uint16_t f32_to_fp16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
-  const uint32_t ax = x & 0x7fffffff;
-  if (ax >= 0x7f800000) return sign | (ax > 0x7f800000 ? 0x7e00 : 0x7c00);  // NaN, inf
-  if (ax >= 0x477ff000) return sign | 0x7c00;                              // rounds past 65504
-  if (ax < 0x38800000) {                                                   // half subnormal or zero
-    if (ax < 0x33000000) return sign;                                      // below half the smallest subnormal
-    const uint32_t mant = (ax & 0x7fffff) | 0x800000;
-    const int shift = 126 - static_cast<int>(ax >> 23);                    // 14..24
-    uint32_t half = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) ++half;
-    return sign | static_cast<uint16_t>(half);
-  }
-  uint32_t half = ((ax >> 23) - 112) << 10 | ((ax >> 13) & 0x3ff);
-  const uint32_t rem = ax & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // may carry into the exponent: still correct
-  return sign | static_cast<uint16_t>(half);
-}
-
 Result<std::vector<uint8_t>> quantize_values(GgmlType type, const float* v, int64_t n) {
   std::vector<uint8_t> out;
   if (type == GgmlType::kF32) {

@@ -5,13 +5,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "format/fp16.h"  // f32_to_fp16
 #include "format/ggml_type.h"
 #include "util/status.h"
 
 namespace agentkv {
-
-// IEEE half from float, round to nearest even; overflow gives infinity.
-uint16_t f32_to_fp16(float f);
 
 // Encodes n values (a multiple of the type's block size) as f32, f16 or q8_0.
 Result<std::vector<uint8_t>> quantize_values(GgmlType type, const float* values, int64_t n);

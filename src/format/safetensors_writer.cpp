@@ -6,14 +6,6 @@
 
 namespace agentkv {
 
-uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 void SafetensorsWriter::add(std::string name, SafetensorsDtype dtype, std::vector<int64_t> shape,
                             std::vector<uint8_t> data) {
   tensors_.push_back({std::move(name), dtype, std::move(shape), std::move(data)});

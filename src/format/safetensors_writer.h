@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "format/fp16.h"  // f32_to_bf16
 #include "format/safetensors.h"
 #include "util/status.h"
 
@@ -39,8 +40,5 @@ class SafetensorsWriter {
   std::vector<Tensor> tensors_;
   std::map<std::string, std::string> metadata_;
 };
-
-// float -> bfloat16 bits, round to nearest even (NaN stays NaN).
-uint16_t f32_to_bf16(float f);
 
 }  // namespace agentkv

@@ -422,8 +422,8 @@ void Runner::run_hooks(const Step& step, int layer) {
       const int32_t pos = row_pos_[i];
       const int32_t b = blocks[pos / g.block_size], off = pos % g.block_size;
       const int64_t at = (p.gathered + i - p.c_begin) * kvd;
-      std::memcpy(&hook_k_[at], kv_->k_at(layer, b, off), sizeof(float) * kvd);
-      std::memcpy(&hook_v_[at], kv_->v_at(layer, b, off), sizeof(float) * kvd);
+      kv_->read_k(layer, b, off, &hook_k_[at]);
+      kv_->read_v(layer, b, off, &hook_v_[at]);
     }
   }
   KvLayerView kv = kv_->layer_view(layer);

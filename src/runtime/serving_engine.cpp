@@ -77,7 +77,11 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const bool components = opts.relay_capture != "off";
   const bool hidden = components && e->capture_layer_ > 0;
   e->capture_all_ = opts.relay_capture == "all";
-  KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size};
+  const std::optional<KvDType> kv_dtype = kv_dtype_parse(opts.kv_dtype);
+  if (!kv_dtype) {
+    return make_error(ErrorCode::kInvalidArgument, "--kv-dtype '", opts.kv_dtype, "' is not one of f16, bf16, f32");
+  }
+  KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size, *kv_dtype};
   // Per block: K/V, plus the relay components where they are kept.
   const int64_t component_bytes =
       (components ? int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +

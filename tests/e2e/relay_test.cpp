@@ -93,7 +93,11 @@ TEST_F(Relay, ExactLimitEqualsFullPrefill) {
 // RoPE rounding. Above it the context differs (another prefix), so only
 // layer 0 is compared; the relay layers below l_start = 1 are just that.
 TEST_F(Relay, RotatedLayerZeroKeysEqualKeysComputedInPlace) {
-  auto eng = make(options());
+  // f32 KV: the probe sets fresh f32 K/V beside the cached ones, and an
+  // f16 cache would add its own rounding (3.4e-3 in K) to RoPE's.
+  ServingOptions so = options();
+  so.kv_dtype = "f32";
+  auto eng = make(so);
   ASSERT_TRUE(eng);
   KvSharingParams all = layers(0, 0, kLayers);
   all.dev_threshold = 0;
@@ -260,16 +264,20 @@ TEST_F(Relay, TheCommittedProfileServesTheDefaultModel) {
 // K/V alone with captures off, 8 bytes per token of influence without a
 // relay l_start, the hidden state (d_model floats) too with a profile.
 TEST_F(Relay, CaptureMemoryIsCountedWhereItIsKept) {
-  auto bytes = [&](const char* capture, bool profile) {
+  auto bytes = [&](const char* capture, bool profile, const char* kv_dtype = "f16") {
     ServingOptions o = options();
+    o.kv_dtype = kv_dtype;
     o.relay_capture = capture;
     if (profile) o.relay_profile = agentkv::test::source_dir() + "/profiles/smollm2-135m-instruct-q4_1.relay.json";
     auto e = make(o);
     return e ? e->stats().kv_bytes_per_block : 0;
   };
-  // SmolLM2: 3 KV heads x 64, plus DroidSpeak's owner tag (a float and a stamp per token).
-  const int64_t kv = int64_t{kLayers} * 2 * kBs * 192 * 4 + kBs * 8;
+  // SmolLM2: 3 KV heads x 64 in f16, plus DroidSpeak's owner tag (a float
+  // and a stamp per token); f32 K/V take twice the bytes.
+  const int64_t kv = int64_t{kLayers} * 2 * kBs * 192 * 2 + kBs * 8;
   EXPECT_EQ(bytes("off", true), kv);
+  EXPECT_EQ(bytes("off", true, "f32"), 2 * (kv - kBs * 8) + kBs * 8);
+  EXPECT_EQ(bytes("off", true, "bf16"), kv);
   EXPECT_EQ(bytes("on-request", false), kv + kBs * 8);
   EXPECT_EQ(bytes("on-request", true), kv + kBs * 8 + kBs * (576 * 4 + 4));
 }
@@ -296,7 +304,8 @@ TEST_F(Relay, BadProfilesAreClearErrors) {
 // Upstream K/V evicted under memory pressure: nothing reused, the request
 // recomputes and succeeds.
 TEST_F(Relay, EvictedUpstreamIsRecomputed) {
-  ServingOptions so = options(true, /*kv_mb=*/10);  // 13 blocks of 16 tokens (with the components)
+  ServingOptions so = options();
+  so.kv_cache_tokens = 13 * kBs;  // 13 blocks of 16 tokens
   so.kv_sharing_params = layers(1, 3, 12);
   auto eng = make(so);
   ASSERT_TRUE(eng);

@@ -22,7 +22,8 @@ def test_config_file_and_flag_override(start_server, tmp_path):
     assert status == 401  # the keys came from the file
     m = server.metrics()
     total = sum(metric(m, "agentkv_kv_blocks", state=s) for s in ("used", "cached", "free"))
-    assert 0 < total < 32, total  # 16 MiB of f32 KV for this model: ~22 blocks of 16 tokens
+    # 16 MiB of f16 KV for this model: 40 blocks of 16 tokens (the default 256 MiB: ~650)
+    assert 0 < total < 64, total
 
 
 @pytest.mark.parametrize("args,needle", [

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kv_convert.h"
 #include "backend/cpu/simd.h"
 
 namespace agentkv {
@@ -43,6 +44,9 @@ struct Scratch {
   std::vector<float> kt;         // [D, kKeys] key tile, transposed
   std::vector<const float*> kp;  // [kKeys] key rows of the tile
   std::vector<const float*> vp;  // [kKeys] value rows of the tile
+  // An f16/bf16 cache: the tile's K and V rows of the item's kv head,
+  // widened to f32 once and read by every query of the item.
+  std::vector<float> kw, vw;     // [kKeys, D]
   std::vector<float> s;          // [nq, kKeys] scores, then probabilities
   std::vector<float> acc;        // [nq, D] unnormalised output
   std::vector<float> m, l;       // [nq] running max and sum
@@ -342,13 +346,30 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
     sc.hist.resize(size_t(nq) * size_t(n_tiles) * kKeys);
     sc.hist_m.resize(size_t(nq) * size_t(n_tiles));
   }
+  const bool widen = kv.dtype != KvDType::kF32;
+  if (widen) {
+    sc.kw.resize(size_t(kKeys) * D);
+    sc.vw.resize(size_t(kKeys) * D);
+  }
   for (int32_t j0 = 0; j0 <= pmax; j0 += kKeys) {
     const int tn = std::min<int32_t>(kKeys, pmax + 1 - j0);
     for (int t = 0; t < tn; ++t) {
       int32_t j = j0 + t;
       int64_t off = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(j % bs) * width + int64_t(it.kvh) * D;
-      sc.kp[t] = kv.k + off;
-      sc.vp[t] = lr.vexp != nullptr ? lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D : kv.v + off;
+      if (!widen) {
+        sc.kp[t] = static_cast<const float*>(kv.k) + off;
+        sc.vp[t] = static_cast<const float*>(kv.v) + off;
+      } else {
+        float* kr = &sc.kw[size_t(t) * D];
+        cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.k, kv.dtype, off), kr, D);
+        sc.kp[t] = kr;
+        if (lr.vexp == nullptr) {
+          float* vr = &sc.vw[size_t(t) * D];
+          cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.v, kv.dtype, off), vr, D);
+          sc.vp[t] = vr;
+        }
+      }
+      if (lr.vexp != nullptr) sc.vp[t] = lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D;
       if (lr_acc) sc.lp[t] = plan.lr->lr + int64_t(lr.blocks[j / bs]) * plan.lr->block_stride + int64_t(j % bs) * plan.lr->width;
     }
     gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
@@ -434,10 +455,10 @@ void expand_values(const AttentionPlan& plan, int32_t seq, const KvLayerView& kv
   vexp.resize(size_t(n_keys) * width);
   parallel_for(n_keys, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
-      const float* v = kv.v + int64_t(blocks[j / bs]) * kv.block_stride + (j % bs) * width;
+      const int64_t v = int64_t(blocks[j / bs]) * kv.block_stride + (j % bs) * width;
       const float* l = lr.lr + int64_t(lr_blocks[j / bs]) * lr.block_stride + (j % bs) * lr.width;
       float* o = &vexp[size_t(j) * width];
-      std::copy(v, v + width, o);
+      cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.v, kv.dtype, v), o, width);
       for (int32_t k = 0; k < R; ++k) {
         const float lk = l[k];
         const float* br = &bt[size_t(k) * width];

@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/dot_tile.h"
+#include "backend/cpu/kv_convert.h"
 #include "backend/cpu/simd.h"
 
 namespace agentkv {
@@ -31,18 +32,29 @@ constexpr int64_t kBatchFloats = int64_t(1) << 22;
 
 // out[j] = sum over the query heads r < group of qg (in order) of
 // softmax_j(qg[r] · k_j * scale) for keys j <= pos of kv head g.
-// qg: [group, D] the item's query heads; sc: scratch.
+// qg: [group, D] the item's query heads; sc, kw: scratch.
 void item_row(const float* qg, int32_t group, int32_t pos, const int32_t* blocks, const KvLayerView& kv,
-              int32_t g, float scale, std::vector<float>& sc, float* out) {
+              int32_t g, float scale, std::vector<float>& sc, std::vector<float>& kw, float* out) {
   const int32_t D = kv.head_dim, bs = kv.block_size;
   const int64_t width = int64_t(kv.kv_heads) * D;
   const int64_t n = int64_t(pos) + 1;
   sc.resize(size_t(group) * n);
-  // Scores [group, n]: the keys of one block are width floats apart, a
-  // weight matrix to dot_rows_f32.
+  // Scores [group, n]: the keys of one block are width elements apart, a
+  // weight matrix to dot_rows_f32 (an f16/bf16 block's keys are widened to
+  // f32 first, D apart).
+  if (kv.dtype != KvDType::kF32) kw.resize(size_t(bs) * D);
   for (int64_t j0 = 0; j0 < n; j0 += bs) {
-    const float* kb = kv.k + int64_t(blocks[j0 / bs]) * kv.block_stride + int64_t(g) * D;
-    cpu::dot_rows_f32(qg, D, kb, width, D, sc.data() + j0, n, group, 0, std::min<int64_t>(bs, n - j0), false);
+    const int64_t tn = std::min<int64_t>(bs, n - j0);
+    const int64_t off = int64_t(blocks[j0 / bs]) * kv.block_stride + int64_t(g) * D;
+    const float* kb = static_cast<const float*>(kv.k) + off;
+    int64_t ldk = width;
+    if (kv.dtype != KvDType::kF32) {
+      for (int64_t t = 0; t < tn; ++t)
+        cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.k, kv.dtype, off + t * width), &kw[size_t(t) * D], D);
+      kb = kw.data();
+      ldk = D;
+    }
+    cpu::dot_rows_f32(qg, D, kb, ldk, D, sc.data() + j0, n, group, 0, tn, false);
   }
   for (int32_t r = 0; r < group; ++r) {
     float* s = sc.data() + r * n;
@@ -90,12 +102,12 @@ void CpuBackend::attention_colsum(const float* q, const int32_t* q_pos, int64_t 
     const int64_t n_items = (i1 - i0) * n_kv;
     std::atomic<int64_t> next{0};
     auto worker = [&](int64_t, int64_t, int) {
-      std::vector<float> sc;
+      std::vector<float> sc, kw;
       for (int64_t it = next.fetch_add(1); it < n_items; it = next.fetch_add(1)) {
         const int64_t i = i0 + it / n_kv;
         const int32_t g = int32_t(it % n_kv);
         assert(q_pos[i] >= 0 && q_pos[i] < n_keys);
-        item_row(q + (i * n_heads + int64_t(g) * group) * D, group, q_pos[i], blocks, kv, g, scale, sc,
+        item_row(q + (i * n_heads + int64_t(g) * group) * D, group, q_pos[i], blocks, kv, g, scale, sc, kw,
                  rows + it * n_keys);
       }
     };

@@ -205,7 +205,7 @@ inline double max_rel_err(const std::vector<float>& a, const std::vector<float>&
 // same geometry: a decoder given its own copy of what the base wrote.
 inline void copy_kv_blocks(KvStorage& from, KvStorage& to, const std::vector<int32_t>& blocks) {
   const KvGeometry& g = from.geometry();
-  const size_t bytes = sizeof(float) * size_t(g.kv_dim());
+  const size_t bytes = size_t(g.row_bytes());
   for (int32_t l = 0; l < g.n_layers; ++l)
     for (int32_t b : blocks)
       for (int32_t o = 0; o < g.block_size; ++o) {

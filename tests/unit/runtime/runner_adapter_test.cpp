@@ -133,10 +133,12 @@ TEST_P(RunnerAdapter, IcarusPairedDecodeEqualsSeparateStepsAndUnsharedReference)
     EXPECT_TRUE(out.empty());
     const KvGeometry& g = r.kv->geometry();
     const int32_t blk = split.blocks[p / bs], off = p % bs;
-    std::vector<float> k_before(r.kv->k_at(1, blk, off), r.kv->k_at(1, blk, off) + g.kv_dim());
+    std::vector<float> k_before(g.kv_dim()), k_after(g.kv_dim());
+    r.kv->read_k(1, blk, off, k_before.data());
     ASSERT_TRUE(r.runner->execute(dec, &out).is_ok());
     ls.insert(ls.end(), out.begin(), out.end());
-    EXPECT_EQ(k_before, std::vector<float>(r.kv->k_at(1, blk, off), r.kv->k_at(1, blk, off) + g.kv_dim()));
+    r.kv->read_k(1, blk, off, k_after.data());
+    EXPECT_EQ(k_before, k_after);
 
     // No sharing: a separate decoder model (merged weights) with its own copy
     // of the base-written K/V at 0..p.

@@ -69,14 +69,14 @@ Step dense_step(const std::vector<int32_t>& toks, int32_t first_block) {
 }
 
 std::vector<float> k_of(Rig& r, int layer, int32_t block, int32_t off) {
-  const int64_t kvd = r.spec().kv_dim();
-  const float* p = r.kv->k_at(layer, block, off);
-  return std::vector<float>(p, p + kvd);
+  std::vector<float> k(r.spec().kv_dim());
+  r.kv->read_k(layer, block, off, k.data());
+  return k;
 }
 std::vector<float> v_of(Rig& r, int layer, int32_t block, int32_t off) {
-  const int64_t kvd = r.spec().kv_dim();
-  const float* p = r.kv->v_at(layer, block, off);
-  return std::vector<float>(p, p + kvd);
+  std::vector<float> v(r.spec().kv_dim());
+  r.kv->read_v(layer, block, off, v.data());
+  return v;
 }
 
 class RunnerLayers : public ::testing::TestWithParam<std::string> {
