@@ -20,8 +20,9 @@ using test::random_vec;
 using test::worst_rel_error;
 
 // Worst relative error measured over these cases (threads 1 and 2, block
-// sizes 1, 16, 32): 8.3e-7; about 4x that.
-constexpr double kTol = 3e-6;
+// sizes 1, 16, 32): 8.3e-7 for rows up to 97 keys, 1.83e-6 with the rows of
+// up to 1101 keys (merged across key chunks; 2026-11-25); about 3x that.
+constexpr double kTol = 6e-6;
 
 struct Seq {
   std::vector<int32_t> row_pos;  // query rows
@@ -112,6 +113,8 @@ TEST(AttentionFusedColsum, MatchesTheDefinitionAndLeavesTheOutputAlone) {
       // chunk whose rows share items.
       check({{{40}, 41}, {{31}, 64}, {{96}, 97}}, 9, 3, 64, bs, threads, &worst);
       check({{{5, 6, 7, 8, 9, 33}, 34}}, 4, 2, 16, bs, threads, &worst);
+      // Rows past the first 512-key chunk (merged partials), one with others.
+      check({{{1100}, 1101}, {{500, 511, 512, 600, 1030}, 1031}}, 9, 3, 64, bs, threads, &worst);
     }
   }
   std::printf("[ measured ] fused colsum worst relative error %.3g (tolerance %.3g)\n", worst, kTol);

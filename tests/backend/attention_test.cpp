@@ -172,6 +172,17 @@ TEST_P(AttentionTest, LongChunkedPrefill) {
              threads(), rng_);
 }
 
+// Rows that reach past the first chunk of keys (512 positions): their keys
+// are split into chunks whose partials are merged. Decode rows on each side
+// of the chunk edges, and prefill rows across them.
+TEST_P(AttentionTest, RowsPastOneKeyChunk) {
+  const int32_t bs = block_size();
+  check_case({"decode across chunks", 9, 3, 64, bs, {{1100, {511, 512, 1023, 1024, 1099}}, {600, {599}}}},
+             threads(), rng_);
+  check_case({"prefill across chunks", 9, 3, 64, bs, {{1100, iota_rows(490, 530)}, {1040, iota_rows(1020, 1040)}}},
+             threads(), rng_);
+}
+
 // Head sizes that are not a multiple of the vector widths (tails), and a
 // larger one.
 TEST_P(AttentionTest, OtherHeadDims) {
@@ -200,7 +211,7 @@ INSTANTIATE_TEST_SUITE_P(BlockSizesThreads, AttentionTest,
 
 // The work split differs with the thread count; every output must not.
 TEST(Attention, OneAndTwoThreadsBitwiseEqual) {
-  Case c{"threads", 9, 3, 64, 16, {{150, iota_rows(0, 150)}, {33, {32}}, {20, {0, 19, 7}}}};
+  Case c{"threads", 9, 3, 64, 16, {{150, iota_rows(0, 150)}, {33, {32}}, {20, {0, 19, 7}}, {1500, {1499, 700}}}};
   std::vector<float> out1, out2;
   std::mt19937 rng1(99), rng2(99);
   check_case(c, 1, rng1, &out1);

@@ -106,10 +106,13 @@ TEST(BatchInvariance, LoraRowsAloneOrGroupedInAnyOrder) {
   }
 }
 
-TEST(BatchInvariance, AttentionRowAloneOrInChunks) {
+class AttentionInvariance : public ::testing::TestWithParam<int32_t> {};
+
+// len 1100: rows past the first 512 keys are reduced in key chunks and merged.
+TEST_P(AttentionInvariance, RowAloneOrInChunks) {
   // SmolLM2's GQA (9 query heads on 3 kv heads): a work item holds rows x 3
   // query vectors, odd or even with the chunking.
-  const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, len = 70;
+  const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, len = GetParam();
   const int64_t width = int64_t(kv_heads) * D;
   std::mt19937 rng(5);
   const int32_t n_blocks = (len + bs - 1) / bs;
@@ -139,6 +142,8 @@ TEST(BatchInvariance, AttentionRowAloneOrInChunks) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Lengths, AttentionInvariance, ::testing::Values(70, 1100));
 
 TEST(BatchInvariance, SwigluWhereverASliceEnds) {
   std::mt19937 rng(9);

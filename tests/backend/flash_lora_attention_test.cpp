@@ -199,6 +199,7 @@ TEST_P(FlashLoraAttention, PrefillRowsOverPagedCaches) {
   const int32_t r = GetParam();
   check({"prefill", 9, 3, 64, 16, {{80, iota_rows(0, 80), r}}}, rng_);
   check({"chunk after a prefix", 9, 3, 64, 16, {{150, iota_rows(100, 150), r}}}, rng_);
+  check({"past one key chunk", 9, 3, 64, 16, {{1100, iota_rows(500, 530), r}, {1050, {1049}, r}}}, rng_);
 }
 
 TEST_P(FlashLoraAttention, MixedWithSequencesWithoutLr) {

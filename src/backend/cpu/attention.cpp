@@ -10,6 +10,15 @@
 // nothing of size kv_len is materialised. Items are handed out dynamically,
 // largest first: under a causal mask later rows cost more.
 //
+// Long rows are split along the keys (flash-decoding): keys fall in fixed
+// chunks of kChunkKeys positions, and a work unit is (item, chunk). A row
+// whose position reaches past the first chunk gets one partial (running max,
+// sum, unnormalised output) per chunk it sees, merged in chunk order once all
+// are done. The chunks are absolute key ranges, so how a row is reduced
+// depends on its position only, never on the thread count or the other rows
+// (batch invariance); a row inside the first chunk is reduced exactly as
+// without the split. A single long decode thus spreads over every thread.
+//
 // Flash-LoRA-Attention (AttentionPlan::lr, LRAgent Alg. 1): a sequence with
 // a low-rank V part keeps a second accumulator of the LR rows' width under
 // the same probabilities and rescales, and adds scale · acc_lr · B_h^T to
@@ -32,12 +41,28 @@ namespace {
 
 constexpr int kKeys = 32;     // keys per tile
 constexpr int kQueries = 32;  // query vectors per work item, when rows allow
+// Keys per chunk (a multiple of kKeys): 512 keys of one kv head are 128 KiB
+// of f32 K and V, a few hundred microseconds of work.
+constexpr int32_t kChunkKeys = 512;
+static_assert(kChunkKeys % kKeys == 0, "chunks are whole tiles");
 
 struct Item {
   int32_t seq, r0, r1;  // rows [r0, r1) of sequence seq
   int32_t kvh, h0, h1;  // kv head and query heads [h0, h1)
+  int32_t pmax;         // the last key any of its rows sees
+  int32_t n_chunks;     // pmax / kChunkKeys + 1
+  int64_t part;         // > 1 chunk: offset of its partials in CpuBackend::attn_part_
+  int64_t hist;         // > 1 chunk with column sums: offset of its tile probabilities in attn_hist_
+};
+
+// A share of one item's keys: chunk c covers positions [c, c + 1) * kChunkKeys.
+struct Unit {
+  int32_t item, chunk;
   int64_t cost;
 };
+
+// Floats of one chunk's partial per query vector: m, l, acc[D], acc_lr[R].
+inline int64_t part_floats(int D, int R) { return 2 + int64_t(D) + R; }
 
 struct Scratch {
   std::vector<float> qs;         // [nq, D] scaled queries
@@ -303,8 +328,63 @@ void softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum) {
 #endif
 }
 
-void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t n_heads,
-              const KvLayerView& kv, float scale, float* out, Scratch& sc, const SeqLr& lr) {
+// Where a unit of a multi-chunk item leaves its results.
+struct PartOut {
+  float* part = nullptr;  // [n_chunks][nq][part_floats]
+  float* hist = nullptr;  // [nq][n_tiles][kKeys] tile probabilities, or null
+  float* hist_m = nullptr;  // [nq][n_tiles]
+};
+
+// The output rows of an item's query vectors from their (merged) running max
+// m, sum l, unnormalised output acc and low-rank accumulator acc_lr; adds the
+// column sums first. hist/hist_m: the tile probabilities of the whole item.
+void finish_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, const KvLayerView& kv, float* out,
+                 const SeqLr& lr, bool lr_acc, const float* m, const float* l, float* acc, const float* acc_lr,
+                 const float* hist, const float* hist_m, const int32_t* qpos) {
+  const int D = kv.head_dim;
+  const int nh = it.h1 - it.h0;
+  const int nq = (it.r1 - it.r0) * nh;
+  const int R = lr_acc ? lr.rank : 0;
+  const int32_t n_tiles = (it.pmax + kKeys) / kKeys;
+  if (hist != nullptr) {
+    // p_final[j] = p_tile[j] * exp(m_tile - m_final) / l_final, summed over
+    // the item's heads of each row into the row's (slot, kv head) line.
+    for (int qi = 0; qi < nq; ++qi) {
+      const int32_t slot = plan.colsum_slot[it.r0 + qi / nh];
+      if (slot < 0) continue;
+      float* line = plan.colsum + (int64_t(slot) * kv.kv_heads + it.kvh) * plan.colsum_stride;
+      for (int32_t j0 = 0; j0 <= qpos[qi]; j0 += kKeys) {
+        const int valid = std::min(kKeys, qpos[qi] - j0 + 1);
+        const float f = std::exp(hist_m[size_t(qi) * n_tiles + j0 / kKeys] - m[qi]) / l[qi];
+        const float* p = &hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys];
+        for (int t = 0; t < valid; ++t) line[j0 + t] += p[t] * f;
+      }
+    }
+  }
+  for (int qi = 0; qi < nq; ++qi) {
+    int32_t r = it.r0 + qi / nh;
+    int32_t h = it.h0 + qi % nh;
+    float* o = out + (int64_t(r) * n_heads + h) * D;
+    const float inv = 1.0f / l[qi];
+    float* a = acc + size_t(qi) * D;
+    if (lr_acc) {
+      // O += scale · acc_lr · B_h^T (Alg. 1, line 12), before the division.
+      const float* al = acc_lr + size_t(qi) * R;
+      const float* bh = lr.b + int64_t(it.kvh) * D * R;
+      for (int d = 0; d < D; ++d) {
+        float t = 0.0f;
+        for (int k = 0; k < R; ++k) t += al[k] * bh[int64_t(d) * R + k];
+        a[d] += lr.scale * t;
+      }
+    }
+    for (int d = 0; d < D; ++d) o[d] = a[d] * inv;
+  }
+}
+
+// Keys [chunk * kChunkKeys, ...] of one item. A single-chunk item is finished
+// here; otherwise the unit's partials go to po.
+void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const float* q, int32_t n_heads,
+              const KvLayerView& kv, float scale, float* out, Scratch& sc, const SeqLr& lr, const PartOut& po) {
   const int D = kv.head_dim;
   const int64_t width = int64_t(kv.kv_heads) * D;
   const int nh = it.h1 - it.h0;
@@ -318,12 +398,10 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
   sc.m.assign(nq, -std::numeric_limits<float>::infinity());
   sc.l.assign(nq, 0.0f);
   sc.qpos.resize(nq);
-  int32_t pmax = 0;
   for (int qi = 0; qi < nq; ++qi) {
     int32_t r = it.r0 + qi / nh;
     int32_t h = it.h0 + qi % nh;
     sc.qpos[qi] = plan.row_pos[r];
-    pmax = std::max(pmax, sc.qpos[qi]);
     const float* qr = q + (int64_t(r) * n_heads + h) * D;
     for (int d = 0; d < D; ++d) sc.qs[qi * D + d] = qr[d] * scale;
   }
@@ -333,7 +411,8 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
   if (plan.colsum_slot != nullptr) {
     for (int32_t r = it.r0; r < it.r1; ++r) colsums |= plan.colsum_slot[r] >= 0;
   }
-  const int32_t n_tiles = (pmax + kKeys) / kKeys;
+  const int32_t n_tiles = (it.pmax + kKeys) / kKeys;
+  const bool single = it.n_chunks == 1;
   // Flash-LoRA-Attention: the LR rows ride along (the expand path has
   // already folded them into its V rows).
   const bool lr_acc = lr.b != nullptr && lr.vexp == nullptr;
@@ -342,17 +421,26 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
     sc.lp.resize(kKeys);
     sc.acc_lr.assign(size_t(nq) * R, 0.0f);
   }
-  if (colsums) {
+  // Tile probabilities for the column sums: the item's own scratch, or the
+  // shared per-item buffer when its chunks run as separate units.
+  float* hist = nullptr;
+  float* hist_m = nullptr;
+  if (colsums && single) {
     sc.hist.resize(size_t(nq) * size_t(n_tiles) * kKeys);
     sc.hist_m.resize(size_t(nq) * size_t(n_tiles));
+    hist = sc.hist.data(), hist_m = sc.hist_m.data();
+  } else if (colsums) {
+    hist = po.hist, hist_m = po.hist_m;
   }
   const bool widen = kv.dtype != KvDType::kF32;
   if (widen) {
     sc.kw.resize(size_t(kKeys) * D);
     sc.vw.resize(size_t(kKeys) * D);
   }
-  for (int32_t j0 = 0; j0 <= pmax; j0 += kKeys) {
-    const int tn = std::min<int32_t>(kKeys, pmax + 1 - j0);
+  const int32_t k_begin = chunk * kChunkKeys;
+  const int32_t k_last = std::min(it.pmax, k_begin + kChunkKeys - 1);
+  for (int32_t j0 = k_begin; j0 <= k_last; j0 += kKeys) {
+    const int tn = std::min<int32_t>(kKeys, k_last + 1 - j0);
     for (int t = 0; t < tn; ++t) {
       int32_t j = j0 + t;
       int64_t off = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(j % bs) * width + int64_t(it.kvh) * D;
@@ -395,44 +483,69 @@ void run_item(const Item& it, const AttentionPlan& plan, const float* q, int32_t
         if (lr_acc) accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
       }
       if (colsums) {
-        std::copy(p, p + valid, &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
-        sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
+        std::copy(p, p + valid, &hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
+        hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
       }
     }
   }
-  if (colsums) {
-    // p_final[j] = p_tile[j] * exp(m_tile - m_final) / l_final, summed over
-    // the item's heads of each row into the row's (slot, kv head) line.
-    for (int qi = 0; qi < nq; ++qi) {
-      const int32_t slot = plan.colsum_slot[it.r0 + qi / nh];
-      if (slot < 0) continue;
-      float* line = plan.colsum + (int64_t(slot) * kv.kv_heads + it.kvh) * plan.colsum_stride;
-      for (int32_t j0 = 0; j0 <= sc.qpos[qi]; j0 += kKeys) {
-        const int valid = std::min(kKeys, sc.qpos[qi] - j0 + 1);
-        const float f = std::exp(sc.hist_m[size_t(qi) * n_tiles + j0 / kKeys] - sc.m[qi]) / sc.l[qi];
-        const float* p = &sc.hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys];
-        for (int t = 0; t < valid; ++t) line[j0 + t] += p[t] * f;
-      }
-    }
+  if (single) {
+    finish_item(it, plan, n_heads, kv, out, lr, lr_acc, sc.m.data(), sc.l.data(), sc.acc.data(), sc.acc_lr.data(),
+                hist, hist_m, sc.qpos.data());
+    return;
   }
+  const int64_t pf = part_floats(D, R);
+  float* part = po.part + int64_t(chunk) * nq * pf;
   for (int qi = 0; qi < nq; ++qi) {
-    int32_t r = it.r0 + qi / nh;
-    int32_t h = it.h0 + qi % nh;
-    float* o = out + (int64_t(r) * n_heads + h) * D;
-    const float inv = 1.0f / sc.l[qi];
+    float* pq = part + qi * pf;
+    pq[0] = sc.m[qi];
+    pq[1] = sc.l[qi];
+    std::copy_n(&sc.acc[size_t(qi) * D], D, pq + 2);
+    if (R > 0) std::copy_n(&sc.acc_lr[size_t(qi) * R], R, pq + 2 + D);
+  }
+}
+
+// A multi-chunk item once all its units are done: each query's chunk
+// partials merged in chunk order (only the chunks it reaches), then finished.
+void merge_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, const KvLayerView& kv, float* out,
+                const SeqLr& lr, const PartOut& po, Scratch& sc) {
+  const int D = kv.head_dim;
+  const int nh = it.h1 - it.h0;
+  const int nq = (it.r1 - it.r0) * nh;
+  const bool lr_acc = lr.b != nullptr && lr.vexp == nullptr;
+  const int R = lr_acc ? lr.rank : 0;
+  const int64_t pf = part_floats(D, R);
+  sc.m.resize(nq);
+  sc.l.resize(nq);
+  sc.acc.resize(size_t(nq) * D);
+  sc.acc_lr.resize(size_t(nq) * R);
+  sc.qpos.resize(nq);
+  for (int qi = 0; qi < nq; ++qi) {
+    const int32_t pos = plan.row_pos[it.r0 + qi / nh];
+    sc.qpos[qi] = pos;
+    const int32_t seen = pos / kChunkKeys + 1;  // chunks this query reaches
+    float m = -std::numeric_limits<float>::infinity();
+    for (int32_t c = 0; c < seen; ++c) m = std::max(m, po.part[(int64_t(c) * nq + qi) * pf]);
     float* acc = &sc.acc[size_t(qi) * D];
-    if (lr_acc) {
-      // O += scale · acc_lr · B_h^T (Alg. 1, line 12), before the division.
-      const float* al = &sc.acc_lr[size_t(qi) * R];
-      const float* bh = lr.b + int64_t(it.kvh) * D * R;
-      for (int d = 0; d < D; ++d) {
-        float t = 0.0f;
-        for (int k = 0; k < R; ++k) t += al[k] * bh[int64_t(d) * R + k];
-        acc[d] += lr.scale * t;
+    float* acc_lr = &sc.acc_lr[size_t(qi) * R];
+    float l = 0.0f;
+    for (int32_t c = 0; c < seen; ++c) {
+      const float* pq = po.part + (int64_t(c) * nq + qi) * pf;
+      const float f = std::exp(pq[0] - m);
+      if (c == 0) {
+        l = pq[1] * f;
+        for (int d = 0; d < D; ++d) acc[d] = pq[2 + d] * f;
+        for (int k = 0; k < R; ++k) acc_lr[k] = pq[2 + D + k] * f;
+      } else {
+        l += pq[1] * f;
+        for (int d = 0; d < D; ++d) acc[d] += pq[2 + d] * f;
+        for (int k = 0; k < R; ++k) acc_lr[k] += pq[2 + D + k] * f;
       }
     }
-    for (int d = 0; d < D; ++d) o[d] = acc[d] * inv;
+    sc.m[qi] = m;
+    sc.l[qi] = l;
   }
+  finish_item(it, plan, n_heads, kv, out, lr, lr_acc, sc.m.data(), sc.l.data(), sc.acc.data(), sc.acc_lr.data(),
+              po.hist, po.hist_m, sc.qpos.data());
 }
 
 // The expand path's V rows of one sequence: vexp[j] = V_base[j] + scale ·
@@ -485,13 +598,11 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
       int32_t r1 = std::min(plan.row_indptr[s + 1], r0 + rows_per_item);
       int32_t pmax = 0;
       for (int32_t r = r0; r < r1; ++r) pmax = std::max(pmax, plan.row_pos[r]);
-      int64_t cost = int64_t(pmax + 1) * (r1 - r0);
       for (int32_t kvh = 0; kvh < kv.kv_heads; ++kvh)
         for (int32_t h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_item)
-          items.push_back({s, r0, r1, kvh, h0, h0 + heads_per_item, cost});
+          items.push_back({s, r0, r1, kvh, h0, h0 + heads_per_item, pmax, pmax / kChunkKeys + 1, -1, -1});
     }
   }
-  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.cost > b.cost; });
 
   // Each sequence's low-rank V part (Flash-LoRA-Attention), or its expanded
   // V rows on the reference path.
@@ -517,17 +628,75 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
     }
   }
 
+  // Units, and room for the partials (and tile probabilities, for column
+  // sums) of the items whose rows reach past the first chunk.
+  std::vector<Unit> units;
+  std::vector<int32_t> multi;  // items with more than one chunk
+  int64_t part_size = 0, hist_size = 0;
+  for (int32_t i = 0; i < int32_t(items.size()); ++i) {
+    Item& it = items[i];
+    const int64_t rows = it.r1 - it.r0;
+    for (int32_t c = 0; c < it.n_chunks; ++c)
+      units.push_back({i, c, (std::min(it.pmax, (c + 1) * kChunkKeys - 1) - c * kChunkKeys + 1) * rows});
+    if (it.n_chunks == 1) continue;
+    multi.push_back(i);
+    const int64_t nq = rows * (it.h1 - it.h0);
+    const SeqLr& lr = lrs.empty() ? kNoLr : lrs[it.seq];
+    const int R = lr.b != nullptr && lr.vexp == nullptr ? lr.rank : 0;
+    it.part = part_size;
+    part_size += int64_t(it.n_chunks) * nq * part_floats(kv.head_dim, R);
+    bool colsums = false;
+    for (int32_t r = it.r0; plan.colsum_slot != nullptr && r < it.r1; ++r) colsums |= plan.colsum_slot[r] >= 0;
+    if (colsums) {
+      it.hist = hist_size;
+      hist_size += nq * ((it.pmax + kKeys) / kKeys) * (kKeys + 1);
+    }
+  }
+  // Largest first: under a causal mask later rows cost more.
+  std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.cost > b.cost; });
+  attn_part_.resize(size_t(part_size));
+  attn_hist_.resize(size_t(hist_size));
+  auto part_out = [&](const Item& it) {
+    PartOut po;
+    if (it.n_chunks == 1) return po;
+    po.part = attn_part_.data() + it.part;
+    if (it.hist >= 0) {
+      const int64_t tiles = int64_t(it.r1 - it.r0) * (it.h1 - it.h0) * ((it.pmax + kKeys) / kKeys);
+      po.hist = attn_hist_.data() + it.hist;
+      po.hist_m = po.hist + tiles * kKeys;
+    }
+    return po;
+  };
+
   std::atomic<int64_t> next{0};
-  const int64_t n_items = int64_t(items.size());
+  const int64_t n_units = int64_t(units.size());
   auto worker = [&](int64_t, int64_t, int) {
     Scratch sc;
-    for (int64_t i = next.fetch_add(1); i < n_items; i = next.fetch_add(1))
-      run_item(items[i], plan, q, n_heads, kv, scale, out, sc, lrs.empty() ? kNoLr : lrs[items[i].seq]);
+    for (int64_t u = next.fetch_add(1); u < n_units; u = next.fetch_add(1)) {
+      const Item& it = items[units[u].item];
+      run_unit(it, units[u].chunk, plan, q, n_heads, kv, scale, out, sc, lrs.empty() ? kNoLr : lrs[it.seq],
+               part_out(it));
+    }
   };
-  if (pool_.size() == 1 || n_items <= 1) {
+  if (pool_.size() == 1 || n_units <= 1) {
     worker(0, 1, 0);
   } else {
-    pool_.parallel_for(std::min<int64_t>(pool_.size(), n_items), worker);
+    pool_.parallel_for(std::min<int64_t>(pool_.size(), n_units), worker);
+  }
+  if (multi.empty()) return;
+  std::atomic<int64_t> next_merge{0};
+  const int64_t n_multi = int64_t(multi.size());
+  auto merger = [&](int64_t, int64_t, int) {
+    Scratch sc;
+    for (int64_t i = next_merge.fetch_add(1); i < n_multi; i = next_merge.fetch_add(1)) {
+      const Item& it = items[multi[i]];
+      merge_item(it, plan, n_heads, kv, out, lrs.empty() ? kNoLr : lrs[it.seq], part_out(it), sc);
+    }
+  };
+  if (pool_.size() == 1 || n_multi <= 1) {
+    merger(0, 1, 0);
+  } else {
+    pool_.parallel_for(std::min<int64_t>(pool_.size(), n_multi), merger);
   }
 }
 

@@ -67,6 +67,9 @@ class CpuBackend final : public backend_i {
   // attention.cpp, Flash-LoRA-Attention's expand path: per sequence its V
   // rows expanded, kept across calls so a layer does not fault pages in.
   std::vector<std::vector<float>> lr_vexp_;
+  // attention.cpp: the per-chunk partials of rows split along the keys, and
+  // their tile probabilities when column sums are asked for.
+  std::vector<float> attn_part_, attn_hist_;
   // attention_colsum.cpp scratch: (batch, kv_heads, n_keys) per-item attention rows.
   std::vector<float> colsum_rows_;
 };
