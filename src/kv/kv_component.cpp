@@ -13,10 +13,7 @@ Result<KvComponent> KvComponent::create(int64_t n_blocks, int32_t block_size, in
   c.block_size_ = block_size;
   c.width_ = width;
   const int64_t n_slots = n_blocks * block_size;
-  try {
-    c.data_.assign(static_cast<size_t>(n_slots * width), 0.0f);
-    c.stamp_.assign(static_cast<size_t>(n_slots), 0);
-  } catch (const std::bad_alloc&) {
+  if (!c.data_.allocate(static_cast<size_t>(n_slots * width)) || !c.stamp_.allocate(static_cast<size_t>(n_slots))) {
     return make_error(ErrorCode::kResourceExhausted, "cannot allocate a KV component of ", n_slots, " x ", width,
                       " floats");
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "util/status.h"
+#include "util/zeroed_array.h"
 
 namespace agentkv {
 
@@ -40,8 +41,8 @@ class KvComponent {
   KvComponent() = default;
   int32_t block_size_ = 0;
   int32_t width_ = 0;
-  std::vector<float> data_;      // [n_slots, width]
-  std::vector<uint32_t> stamp_;  // [n_slots]: generation + 1 of the write, 0: never written
+  ZeroedArray<float> data_;      // [n_slots, width]
+  ZeroedArray<uint32_t> stamp_;  // [n_slots]: generation + 1 of the write, 0: never written
 };
 
 }  // namespace agentkv

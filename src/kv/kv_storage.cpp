@@ -17,9 +17,7 @@ Result<KvStorage> KvStorage::create(const KvGeometry& g, int64_t n_blocks) {
   KvStorage s;
   s.g_ = g;
   s.n_blocks_ = n_blocks;
-  try {
-    s.data_.assign(static_cast<size_t>(n_blocks * g.block_bytes()), 0);
-  } catch (const std::bad_alloc&) {
+  if (!s.data_.allocate(static_cast<size_t>(n_blocks * g.block_bytes()))) {
     return make_error(ErrorCode::kResourceExhausted, "cannot allocate ", n_blocks * g.block_bytes() / (1 << 20),
                       " MiB for the KV cache; lower --kv-cache-mb or --ctx-size");
   }

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "util/status.h"
+#include "util/zeroed_array.h"
 
 namespace agentkv {
 
@@ -49,7 +50,7 @@ class KvStorage {
  private:
   KvGeometry g_;
   int64_t n_blocks_ = 0;
-  std::vector<uint8_t> data_;
+  ZeroedArray<uint8_t> data_;
 };
 
 }  // namespace agentkv

@@ -15,9 +15,7 @@ Result<LrStorage> LrStorage::create(const LrGeometry& g, int64_t n_blocks) {
   LrStorage s;
   s.g_ = g;
   s.n_blocks_ = n_blocks;
-  try {
-    s.data_.assign(static_cast<size_t>(n_blocks * g.block_floats()), 0.0f);
-  } catch (const std::bad_alloc&) {
+  if (!s.data_.allocate(static_cast<size_t>(n_blocks * g.block_floats()))) {
     return make_error(ErrorCode::kResourceExhausted, "cannot allocate ",
                       n_blocks * g.block_bytes() / (1 << 20),
                       " MiB for the LR cache; lower --kv-cache-mb or --lr-cache-rank");

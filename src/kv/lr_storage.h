@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "util/status.h"
+#include "util/zeroed_array.h"
 
 namespace agentkv {
 
@@ -42,7 +43,7 @@ class LrStorage {
  private:
   LrGeometry g_;
   int64_t n_blocks_ = 0;
-  std::vector<float> data_;
+  ZeroedArray<float> data_;
 };
 
 }  // namespace agentkv
