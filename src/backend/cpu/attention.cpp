@@ -526,7 +526,7 @@ void merge_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, cons
     float m = -std::numeric_limits<float>::infinity();
     for (int32_t c = 0; c < seen; ++c) m = std::max(m, po.part[(int64_t(c) * nq + qi) * pf]);
     float* acc = &sc.acc[size_t(qi) * D];
-    float* acc_lr = &sc.acc_lr[size_t(qi) * R];
+    float* acc_lr = sc.acc_lr.data() + size_t(qi) * R;
     float l = 0.0f;
     for (int32_t c = 0; c < seen; ++c) {
       const float* pq = po.part + (int64_t(c) * nq + qi) * pf;
