@@ -463,7 +463,7 @@ def parse_args(argv):
     p.add_argument("--chat-fraction", type=float, default=0.5, help="share of chat requests (default 0.5)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 2, help="server compute threads")
     p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--kv-cache-mb", type=int, default=96, help="KV budget, small enough to force preemption (96 MiB holds ~12 of 64 sequences)")
+    p.add_argument("--kv-cache-mb", type=int, default=96, help="KV budget, small enough to force preemption (96 MiB of f16 KV holds ~24 of 64 sequences)")
     p.add_argument("--max-running", type=int, default=64)
     p.add_argument("--max-queue", type=int, default=1024, help="must exceed --clients: any 429 then fails")
     p.add_argument("--max-batch-tokens", type=int, default=0, help="0: the server's default")
