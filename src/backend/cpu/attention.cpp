@@ -51,6 +51,7 @@ struct Item {
   int32_t kvh, h0, h1;  // kv head and query heads [h0, h1)
   int32_t pmax;         // the last key any of its rows sees
   int32_t n_chunks;     // pmax / kChunkKeys + 1
+  bool colsums;         // some row has a colsum slot (AttentionPlan::colsum_slot)
   int64_t part;         // > 1 chunk: offset of its partials in CpuBackend::attn_part_
   int64_t hist;         // > 1 chunk with column sums: offset of its tile probabilities in attn_hist_
 };
@@ -92,6 +93,9 @@ struct SeqLr {
   int32_t rank = 0;
   float scale = 0.0f;
   const float* vexp = nullptr;   // expand path: [n_keys, kv_dim] V rows already expanded
+  // The low-rank accumulator rides along (the expand path has folded the LR
+  // rows into vexp instead).
+  bool fused() const { return b != nullptr && vexp == nullptr; }
 };
 const SeqLr kNoLr;
 
@@ -407,15 +411,10 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   }
   const int32_t* blocks = plan.block_ids + plan.block_indptr[it.seq];
   const int32_t bs = kv.block_size;
-  bool colsums = false;
-  if (plan.colsum_slot != nullptr) {
-    for (int32_t r = it.r0; r < it.r1; ++r) colsums |= plan.colsum_slot[r] >= 0;
-  }
+  const bool colsums = it.colsums;
   const int32_t n_tiles = (it.pmax + kKeys) / kKeys;
   const bool single = it.n_chunks == 1;
-  // Flash-LoRA-Attention: the LR rows ride along (the expand path has
-  // already folded them into its V rows).
-  const bool lr_acc = lr.b != nullptr && lr.vexp == nullptr;
+  const bool lr_acc = lr.fused();
   const int R = lr_acc ? lr.rank : 0;
   if (lr_acc) {
     sc.lp.resize(kKeys);
@@ -511,7 +510,7 @@ void merge_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, cons
   const int D = kv.head_dim;
   const int nh = it.h1 - it.h0;
   const int nq = (it.r1 - it.r0) * nh;
-  const bool lr_acc = lr.b != nullptr && lr.vexp == nullptr;
+  const bool lr_acc = lr.fused();
   const int R = lr_acc ? lr.rank : 0;
   const int64_t pf = part_floats(D, R);
   sc.m.resize(nq);
@@ -597,10 +596,15 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
     for (int32_t r0 = plan.row_indptr[s]; r0 < plan.row_indptr[s + 1]; r0 += rows_per_item) {
       int32_t r1 = std::min(plan.row_indptr[s + 1], r0 + rows_per_item);
       int32_t pmax = 0;
-      for (int32_t r = r0; r < r1; ++r) pmax = std::max(pmax, plan.row_pos[r]);
+      bool colsums = false;
+      for (int32_t r = r0; r < r1; ++r) {
+        pmax = std::max(pmax, plan.row_pos[r]);
+        colsums |= plan.colsum_slot != nullptr && plan.colsum_slot[r] >= 0;
+      }
       for (int32_t kvh = 0; kvh < kv.kv_heads; ++kvh)
         for (int32_t h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_item)
-          items.push_back({s, r0, r1, kvh, h0, h0 + heads_per_item, pmax, pmax / kChunkKeys + 1, -1, -1});
+          items.push_back(
+              {s, r0, r1, kvh, h0, h0 + heads_per_item, pmax, pmax / kChunkKeys + 1, colsums, -1, -1});
     }
   }
 
@@ -642,12 +646,10 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
     multi.push_back(i);
     const int64_t nq = rows * (it.h1 - it.h0);
     const SeqLr& lr = lrs.empty() ? kNoLr : lrs[it.seq];
-    const int R = lr.b != nullptr && lr.vexp == nullptr ? lr.rank : 0;
+    const int R = lr.fused() ? lr.rank : 0;
     it.part = part_size;
     part_size += int64_t(it.n_chunks) * nq * part_floats(kv.head_dim, R);
-    bool colsums = false;
-    for (int32_t r = it.r0; plan.colsum_slot != nullptr && r < it.r1; ++r) colsums |= plan.colsum_slot[r] >= 0;
-    if (colsums) {
+    if (it.colsums) {
       it.hist = hist_size;
       hist_size += nq * ((it.pmax + kKeys) / kKeys) * (kKeys + 1);
     }
