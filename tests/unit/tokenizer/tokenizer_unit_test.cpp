@@ -249,6 +249,16 @@ TEST(ChatTemplate, MistralFoldsSystemIntoFirstUserTurn) {
   EXPECT_EQ(chat_template_apply(ChatTemplateKind::kMistral, msgs, true), "[INST] Be brief.\n\nHi [/INST]");
 }
 
+// HF's Llama 3 template trims each message (`message['content'] | trim`):
+// whitespace-only content leaves only the headers (the fuzzer found a
+// 400-space message "losing" its content here; the template is right).
+TEST(ChatTemplate, Llama3TrimsEachMessage) {
+  const std::vector<ChatMessage> msgs = {{"user", "  \n Hi there \t"}, {"assistant", std::string(400, ' ')}};
+  EXPECT_EQ(chat_template_apply(ChatTemplateKind::kLlama3, msgs, false),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n<|eot_id|>");
+}
+
 // A long prompt must encode in well under 10 ms (Release build).
 TEST(TokenizerPerf, LongPromptEncodesQuickly) {
   AGENTKV_REQUIRE(!test::file_exists(test::model_path()), "model file absent");
