@@ -138,6 +138,10 @@ struct ServingOptions {
   // Element type of the K/V cache: "f16" (half the bytes of f32 per token),
   // "bf16" or "f32" (what the float64 reference tests compare against).
   std::string kv_dtype = "f16";
+  // Activations of products with q4_0, q4_1 and q8_0 weights: "f32" (exact
+  // product with the dequantized weights) or "q8" (8-bit blocks and integer
+  // dot products, as llama.cpp: faster, about 1e-3 on the logits).
+  std::string act_quant = "f32";
   int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
                                       // the CLI's --ctx-size
   int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)

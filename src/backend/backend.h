@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "backend/kv_dtype.h"
 
@@ -124,8 +126,22 @@ struct LoraView {
   float scale = 0.0f;        // lora_alpha / rank (or / sqrt(rank) with rsLoRA)
 };
 
+// How matmul_quant takes its activations: f32 (the exact product with the
+// dequantized weights; logits within 1e-6 of a float64 reference) or rounded
+// to 8 bits per 32-value block for integer dot products (faster on q4_0, q4_1
+// and q8_0 weights, about 1e-3 on the logits; other types stay f32).
+enum class ActQuant { kF32, kQ8 };
+
+// "f32" or "q8"; nullopt for anything else.
+inline std::optional<ActQuant> act_quant_parse(std::string_view name) {
+  if (name == "f32") return ActQuant::kF32;
+  if (name == "q8") return ActQuant::kQ8;
+  return std::nullopt;
+}
+
 struct BackendConfig {
   int n_threads = 1;
+  ActQuant act_quant = ActQuant::kF32;
 };
 
 // Interface (llama.cpp's `_i` convention).

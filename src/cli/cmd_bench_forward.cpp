@@ -186,9 +186,9 @@ void run(const BenchArgs& a) {
     }
   }
   std::fprintf(stderr, "\n");
-  std::printf("model: %s (%s, %d layers, d_model %d), backend cpu, KV %s, %d reps, median tok/s\n\n",
+  std::printf("model: %s (%s, %d layers, d_model %d), backend cpu, KV %s, activations %s, %d reps, median tok/s\n\n",
               a.engine.model_path.c_str(), std::string(s.arch.name).c_str(), s.n_layers, s.d_model,
-              a.engine.kv_dtype.c_str(), a.reps);
+              a.engine.kv_dtype.c_str(), a.engine.act_quant.c_str(), a.reps);
   std::printf("| test | threads | tok/s (median) | min | max |\n|---|---|---|---|---|\n");
   for (size_t i = 0; i < n_tests; ++i) {
     for (size_t e = 0; e < engines.size(); ++e) {
@@ -261,7 +261,7 @@ void run_paired(const BenchArgs& a) {
   std::vector<float> logits;
   for (int t : a.threads) {
     Rig r;
-    r.backend = backend_cpu_init(BackendConfig{t});
+    r.backend = backend_cpu_init(BackendConfig{t, *act_quant_parse(a.engine.act_quant)});
     auto kv = KvStorage::create({s.n_layers, s.n_kv_heads, s.head_dim, bs}, n_blocks);
     if (!kv.is_ok()) return fail(kv.status());
     r.kv = std::make_unique<KvStorage>(std::move(kv).value());

@@ -350,6 +350,7 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   add_kv_dtype_option(cmd, &e.kv_dtype);
+  add_act_quant_option(cmd, &e.act_quant);
   cmd->add_option("--segment-dir", a->segment_dir,
                   "keep frozen segments across restarts: saved to DIR/segments.json after the drain on SIGTERM, "
                   "recomputed and pinned under their ids at start (a file for another model is a warning and "

@@ -30,6 +30,7 @@ ServingOptions serving_options(const EngineArgs& a) {
   so.max_model_len = a.n_ctx;
   so.max_batch_tokens = a.ubatch;
   so.kv_dtype = a.kv_dtype;
+  so.act_quant = a.act_quant;
   return so;
 }
 
@@ -46,6 +47,7 @@ void add_engine_options(CLI::App* cmd, EngineArgs* o) {
   cmd->add_option("--ubatch", o->ubatch, "max token rows per forward step during prefill")->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   add_kv_dtype_option(cmd, &o->kv_dtype);
+  add_act_quant_option(cmd, &o->act_quant);
 }
 
 void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {
@@ -54,6 +56,14 @@ void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {
                   "attention inputs)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f16", "bf16", "f32"}));
+}
+
+void add_act_quant_option(CLI::App* cmd, std::string* act_quant) {
+  cmd->add_option("--act-quant", *act_quant,
+                  "activations of products with q4_0/q4_1/q8_0 weights: f32 (exact product with the dequantized "
+                  "weights) or q8 (8-bit blocks, integer dot products as llama.cpp: faster, ~1e-3 on the logits)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "q8"}));
 }
 
 void fail(const Status& st) {

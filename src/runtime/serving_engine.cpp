@@ -81,6 +81,8 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (!kv_dtype) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-dtype '", opts.kv_dtype, "' is not one of f16, bf16, f32");
   }
+  const std::optional<ActQuant> act_quant = act_quant_parse(opts.act_quant);
+  if (!act_quant) return make_error(ErrorCode::kInvalidArgument, "--act-quant '", opts.act_quant, "' is not one of f32, q8");
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size, *kv_dtype};
   // Per block: K/V, plus the relay components where they are kept.
   const int64_t component_bytes =
@@ -135,7 +137,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
   }
   e->kv_->set_frozen_watermark(opts.segment_watermark);
-  e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads});
+  e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
   e->runner_->set_lr_storage(e->lr_storage_.get(), opts.flash_lora);
   SchedulerConfig sc;

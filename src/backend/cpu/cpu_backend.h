@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/matmul_q8.h"
 #include "backend/cpu/rope_table.h"
 #include "util/thread_pool.h"
 
@@ -59,6 +60,8 @@ class CpuBackend final : public backend_i {
   void parallel_for(int64_t n, int64_t grain, Fn&& fn);
 
   ThreadPool pool_;
+  ActQuant act_quant_;
+  cpu::Q8Acts q8_x_;  // matmul_quant's activations when act_quant_ is kQ8
   cpu::RopeTable rope_table_;  // cos/sin by position, reused while the RoPE parameters stay the same
   // lora.cpp scratch, grown to the largest call seen:
   std::vector<float> lora_x_;  // (n_rows, k)    gathered input rows

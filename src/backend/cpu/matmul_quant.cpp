@@ -33,6 +33,14 @@ void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, in
   const int t = pool_.size();
   const int64_t chunk = std::max<int64_t>(8, ((n + t - 1) / t + 7) / 8 * 8);
   const int64_t n_chunks = (n + chunk - 1) / chunk;
+  if (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(w.type)) {
+    cpu::q8_resize(q8_x_, m, k);
+    parallel_for(m, 16, [&](int64_t b, int64_t e) { cpu::q8_quantize_rows(x, q8_x_, b, e); });
+    parallel_for(n_chunks, 1, [&](int64_t b, int64_t e) {
+      cpu::q8_gemm_rows(q8_x_, w, y, n, b * chunk, std::min(n, e * chunk), accumulate);
+    });
+    return;
+  }
   parallel_for(n_chunks, 1, [&](int64_t b, int64_t e) {
     cpu::quant_gemv_rows(x, w, y, m, n, b * chunk, std::min(n, e * chunk), accumulate);
   });

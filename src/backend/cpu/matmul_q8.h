@@ -1,0 +1,52 @@
+// Products of quantized weights with activations quantized to 8 bits
+// (BackendConfig::act_quant = kQ8, llama.cpp's way): integer dot products per
+// 32-element block, one float step per block. Faster than matmul_quant's f32
+// path, at a cost in accuracy (about 1e-3 relative on SmolLM2's logits,
+// measured in tests/python/test_logits.py) for q4_0, q4_1 and q8_0 weights.
+//
+// The activation rule (q8_0's, with q8_1's block sum for q4_1): for each row
+// and 32-element block, d = max|x| / 127, q = round-half-even(x * (1/d)) (all
+// zero when d == 0), qsum = sum(q), s = d * float(qsum).
+//
+// The one order of every output (batch invariance, DESIGN.md §4), whatever
+// the kernel, row count or thread count:
+//   acc = +0; for each block b in increasing order:
+//     isum = sum over the block of wq * q      (exact, int32)
+//     acc  = fma(float(isum), dw * d, acc)
+//     acc  = fma(mw, s, acc)                    (q4_1 only)
+//   y = acc or y + acc
+// where the weight block is dw * wq (+ mw): wq = q4 - 8 (q4_0), q4 (q4_1),
+// q8 (q8_0).
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "util/aligned_vector.h"
+
+namespace agentkv::cpu {
+
+// m rows of quantized activations over k elements (k a multiple of 32).
+struct Q8Acts {
+  int64_t m = 0, k = 0;
+  AlignedVector<int8_t> q;    // (m, k)
+  AlignedVector<float> d;     // (m, k / 32) block scales
+  AlignedVector<int32_t> qsum;  // (m, k / 32) sum of the block's q
+  AlignedVector<float> s;     // (m, k / 32) d * float(qsum)
+  const int8_t* row_q(int64_t r) const { return q.data() + r * k; }
+};
+
+// True for the weight types with a q8 path (q4_0, q4_1, q8_0).
+bool q8_supports(uint32_t type);
+
+// Sizes a for (m, k) without touching the values.
+void q8_resize(Q8Acts& a, int64_t m, int64_t k);
+// Quantizes rows [r0, r1) of x (m, k) into a (sized by q8_resize).
+void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1);
+
+// y[i, j] (+)= the order above, for rows i < x.m and weight rows j in
+// [n0, n1) (y row stride ldy). w.k == x.k and q8_supports(w.type).
+void q8_gemm_rows(const Q8Acts& x, const QuantMatrix& w, float* y, int64_t ldy, int64_t n0, int64_t n1,
+                  bool accumulate);
+
+}  // namespace agentkv::cpu

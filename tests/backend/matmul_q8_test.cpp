@@ -1,0 +1,198 @@
+// matmul_quant with 8-bit activations (ActQuant::kQ8) against a plain
+// reference written here from the rule in backend/cpu/matmul_q8.h: the
+// activations quantized per 32-value block, each block's integer sum in
+// int64, one fma per block in increasing order. The kernels must give that
+// bit for bit, for every row count (direct and panel kernels), thread count
+// and column tail. The reference's weight decoding is itself checked against
+// the format module's dequantize_row.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "format/fp16.h"
+#include "format/ggml_type.h"
+#include "quant_helpers.h"
+#include "test_helpers.h"
+
+namespace agentkv {
+namespace {
+
+using test::random_matrix;
+using test::random_vec;
+
+struct QRow {
+  std::vector<int> q;               // k
+  std::vector<float> d, s;          // per block
+  std::vector<int> qsum;            // per block
+};
+
+QRow quantize(const float* x, int64_t k) {
+  QRow r;
+  r.q.resize(k);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    float amax = 0.0f;
+    for (int e = 0; e < 32; ++e) amax = std::max(amax, std::fabs(x[b * 32 + e]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int e = 0; e < 32; ++e) {
+      const float v = x[b * 32 + e] * id;
+      const int q = static_cast<int>(std::nearbyint(v));
+      r.q[b * 32 + e] = q;
+      sum += q;
+    }
+    r.d.push_back(d);
+    r.qsum.push_back(sum);
+    r.s.push_back(d * static_cast<float>(sum));
+  }
+  return r;
+}
+
+// Block b of a weight row: integer quants, scale and minimum (value dw * wq + mw).
+struct WBlock {
+  int wq[32];
+  float dw, mw;
+};
+
+WBlock weight_block(GgmlType t, const uint8_t* blk) {
+  WBlock w{};
+  w.dw = load_fp16(blk);
+  const uint8_t* qs = blk + (t == GgmlType::kQ4_1 ? 4 : 2);
+  for (int e = 0; e < 32; ++e) {
+    if (t == GgmlType::kQ8_0) {
+      w.wq[e] = static_cast<int8_t>(qs[e]);
+    } else {
+      const int nib = e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4;
+      w.wq[e] = t == GgmlType::kQ4_0 ? nib - 8 : nib;
+    }
+  }
+  if (t == GgmlType::kQ4_1) w.mw = load_fp16(blk + 2);
+  return w;
+}
+
+// The rule's output, and the bound of its distance to the exact product with
+// f32 x: each x value moves by at most d/2 when rounded, so |y - exact| <=
+// sum |w| d / 2 (plus float rounding, covered by a relative 1e-5 of sum |w x|).
+struct Want {
+  std::vector<float> y;
+  std::vector<double> exact, bound;
+};
+
+Want reference(GgmlType t, const std::vector<uint8_t>& w, int64_t row_bytes, const std::vector<float>& x,
+               const std::vector<float>& y0, int64_t m, int64_t k, int64_t n, bool accumulate) {
+  const int64_t block_bytes = ggml_type_traits(static_cast<uint32_t>(t))->block_bytes;
+  Want out;
+  out.y.resize(m * n);
+  out.exact.resize(m * n);
+  out.bound.resize(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    const QRow xq = quantize(x.data() + i * k, k);
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      double exact = accumulate ? y0[i * n + j] : 0.0, bound = 0.0, mag = 0.0;
+      for (int64_t b = 0; b < k / 32; ++b) {
+        const WBlock wb = weight_block(t, w.data() + j * row_bytes + b * block_bytes);
+        int64_t isum = 0;
+        for (int e = 0; e < 32; ++e) {
+          isum += int64_t(wb.wq[e]) * xq.q[b * 32 + e];
+          const double wv = double(wb.dw) * wb.wq[e] + wb.mw;
+          exact += wv * x[i * k + b * 32 + e];
+          bound += std::fabs(wv) * xq.d[b] / 2;
+          mag += std::fabs(wv * x[i * k + b * 32 + e]);
+        }
+        acc = std::fma(static_cast<float>(isum), wb.dw * xq.d[b], acc);
+        if (t == GgmlType::kQ4_1) acc = std::fma(wb.mw, xq.s[b], acc);
+      }
+      out.y[i * n + j] = accumulate ? y0[i * n + j] + acc : acc;
+      out.exact[i * n + j] = exact;
+      out.bound[i * n + j] = bound + 1e-5 * (mag + std::fabs(exact));
+    }
+  }
+  return out;
+}
+
+const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
+
+class MatmulQ8Test : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(MatmulQ8Test, WeightDecodingMatchesTheFormatModule) {
+  const GgmlType t = GetParam();
+  const auto tr = *ggml_type_traits(static_cast<uint32_t>(t));
+  std::mt19937 rng(7);
+  const int64_t k = 4 * 32;
+  const auto w = random_matrix(rng, t, 1, k, 4 * tr.block_bytes);
+  std::vector<float> deq(k);
+  ASSERT_TRUE(dequantize_row(t, w.data(), deq.data(), k).is_ok());
+  for (int64_t b = 0; b < 4; ++b) {
+    const WBlock wb = weight_block(t, w.data() + b * tr.block_bytes);
+    for (int e = 0; e < 32; ++e)
+      EXPECT_FLOAT_EQ(static_cast<float>(double(wb.dw) * wb.wq[e] + wb.mw), deq[b * 32 + e]) << b << " " << e;
+  }
+}
+
+TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) {
+  const GgmlType t = GetParam();
+  const uint32_t id = static_cast<uint32_t>(t);
+  const auto tr = *ggml_type_traits(id);
+  auto be1 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
+  auto be2 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8});
+  std::mt19937 rng(99 + id);
+  struct Case {
+    int64_t k_blocks, n, pad;
+  };
+  // n = 301 with 18 blocks spans two panels of 176 columns; 1, 7, 37 leave
+  // column tails inside a group of eight; m = 1..4 run the direct kernel,
+  // 5, 8, 13 the panel one (13: a tail of one row).
+  const Case cases[] = {{1, 1, 0}, {1, 7, 0}, {3, 37, 5}, {2, 64, 0}, {18, 301, 0}, {48, 24, 3}};
+  for (const Case& c : cases) {
+    const int64_t k = c.k_blocks * 32, n = c.n, row_bytes = c.k_blocks * tr.block_bytes + c.pad;
+    const auto w = random_matrix(rng, t, n, k, row_bytes);
+    const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 13}) {
+      for (bool accumulate : {false, true}) {
+        auto x = random_vec(rng, m * k);
+        if (m > 1) std::fill(x.begin() + k, x.begin() + k + 32, 0.0f);  // a zero block: d = 0
+        const auto y0 = random_vec(rng, m * n);
+        const Want want = reference(t, w, row_bytes, x, y0, m, k, n, accumulate);
+        auto y1 = y0, y2 = y0;
+        be1->matmul_quant(x.data(), qm, y1.data(), m, accumulate);
+        be2->matmul_quant(x.data(), qm, y2.data(), m, accumulate);
+        const std::string where =
+            std::string(tr.name) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n);
+        EXPECT_EQ(y1, want.y) << where << " acc=" << accumulate;
+        EXPECT_EQ(y2, want.y) << where << " (2 threads)";
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_LE(std::fabs(y1[i] - want.exact[i]), want.bound[i]) << where << " i=" << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MatmulQ8Test, ::testing::ValuesIn(kTypes), [](const auto& info) {
+  return std::string(ggml_type_traits(static_cast<uint32_t>(info.param))->name);
+});
+
+// Types without a q8 kernel keep the f32 path under kQ8: the same outputs as
+// a backend built without it.
+TEST(MatmulQ8, OtherTypesStayExact) {
+  std::mt19937 rng(5);
+  const GgmlType t = GgmlType::kQ6_K;
+  const auto tr = *ggml_type_traits(static_cast<uint32_t>(t));
+  const int64_t k = 256, n = 19, m = 6;
+  const auto w = random_matrix(rng, t, n, k, tr.block_bytes);
+  const QuantMatrix qm{static_cast<uint32_t>(t), w.data(), tr.block_bytes, n, k};
+  const auto x = random_vec(rng, m * k);
+  std::vector<float> a(m * n), b(m * n);
+  backend_cpu_init({.n_threads = 1})->matmul_quant(x.data(), qm, a.data(), m);
+  backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8})->matmul_quant(x.data(), qm, b.data(), m);
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace agentkv
