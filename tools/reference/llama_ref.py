@@ -101,6 +101,9 @@ class Model:
         self.output_norm = self._w("output_norm.weight", (hp.d_model,))
         self.output = (self._w("output.weight", (self.n_vocab, hp.d_model))
                        if "output.weight" in self.tensors else self.tok_embd)
+        out_name = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
+        # GGUF types of the product matrices (for act_q8 in forward).
+        self.output_type = self.tensors[out_name].tensor_type
         # llama3-style per-dimension RoPE frequency divisors, if present.
         self.rope_freqs = (self._w("rope_freqs.weight", (hp.n_rot // 2,))
                            if "rope_freqs.weight" in self.tensors else None)
@@ -119,6 +122,10 @@ class Model:
                 "w_up": self._w(p + "ffn_up.weight", (hp.d_ffn, hp.d_model)),
                 "w_down": self._w(p + "ffn_down.weight", (hp.d_model, hp.d_ffn)),
             }
+            L["types"] = {k: self.tensors[p + n].tensor_type for k, n in (
+                ("wq", "attn_q.weight"), ("wk", "attn_k.weight"), ("wv", "attn_v.weight"),
+                ("wo", "attn_output.weight"), ("w_gate", "ffn_gate.weight"),
+                ("w_up", "ffn_up.weight"), ("w_down", "ffn_down.weight"))}
             for name, shape in (("attn_q.bias", (qd,)), ("attn_k.bias", (kvd,)),
                                 ("attn_v.bias", (kvd,)), ("attn_q_norm.weight", (hp.head_dim,)),
                                 ("attn_k_norm.weight", (hp.head_dim,))):
@@ -184,9 +191,31 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def forward(model, tokens, cache=None, all_positions=False):
+Q8_ACT_TYPES = (gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1,
+                gguf.GGMLQuantizationType.Q8_0)
+
+
+def quantize_q8(x):
+    """Rows of x rounded as the engine's --act-quant q8 (and llama.cpp's q8_0)
+    rounds activations: per 32-value block d = max|x| / 127, q = round half to
+    even of x / d, value q * d."""
+    shape = x.shape
+    b = x.reshape(-1, 32)
+    d = np.abs(b).max(axis=1, keepdims=True) / 127.0
+    q = np.rint(np.divide(b, d, out=np.zeros_like(b), where=d != 0))
+    return (q * d).reshape(shape)
+
+
+def forward(model, tokens, cache=None, all_positions=False, act_q8=False):
     """Runs `tokens` after what `cache` holds (positions n_past..). Returns the
-    logits of the last token [n_vocab], or of every token [T, n_vocab]."""
+    logits of the last token [n_vocab], or of every token [T, n_vocab].
+    act_q8: the input of every product with q4_0, q4_1 or q8_0 weights is
+    rounded by quantize_q8 first."""
+    def mm(x, w, wtype):
+        if act_q8 and wtype in Q8_ACT_TYPES:
+            x = quantize_q8(x)
+        return x @ w.T
+
     hp = model.hp
     tokens = np.asarray(tokens, dtype=np.int64)
     if tokens.ndim != 1 or len(tokens) == 0:
@@ -207,9 +236,10 @@ def forward(model, tokens, cache=None, all_positions=False):
     x = model.tok_embd[tokens]  # [T, d]
     for il, L in enumerate(model.layers):
         h = rms_norm(x, L["attn_norm"], hp.eps)
-        q = h @ L["wq"].T
-        k = h @ L["wk"].T
-        v = h @ L["wv"].T
+        ty = L["types"]
+        q = mm(h, L["wq"], ty["wq"])
+        k = mm(h, L["wk"], ty["wk"])
+        v = mm(h, L["wv"], ty["wv"])
         if "attn_q.bias" in L:
             q = q + L["attn_q.bias"]
             k = k + L["attn_k.bias"]
@@ -231,16 +261,16 @@ def forward(model, tokens, cache=None, all_positions=False):
         p /= p.sum(axis=-1, keepdims=True)
         o = (p.reshape(Hkv, group * T, -1) @ V).reshape(H, T, hd)
         o = o.transpose(1, 0, 2).reshape(T, H * hd)
-        x = x + o @ L["wo"].T
+        x = x + mm(o, L["wo"], ty["wo"])
 
         h = rms_norm(x, L["ffn_norm"], hp.eps)
-        f = silu(h @ L["w_gate"].T) * (h @ L["w_up"].T)
-        x = x + f @ L["w_down"].T
+        f = silu(mm(h, L["w_gate"], ty["w_gate"])) * mm(h, L["w_up"], ty["w_up"])
+        x = x + mm(f, L["w_down"], ty["w_down"])
 
     if not all_positions:
         x = x[-1:]
     x = rms_norm(x, model.output_norm, hp.eps)
-    logits = x @ model.output.T
+    logits = mm(x, model.output, model.output_type)
     return logits if all_positions else logits[0]
 
 
