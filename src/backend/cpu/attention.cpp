@@ -70,8 +70,10 @@ struct Scratch {
   std::vector<float> kt;         // [D, kKeys] key tile, transposed
   std::vector<const float*> kp;  // [kKeys] key rows of the tile
   std::vector<const float*> vp;  // [kKeys] value rows of the tile
-  // An f16/bf16 cache: the tile's K and V rows of the item's kv head,
-  // widened to f32 once and read by every query of the item.
+  // An f16/bf16 cache: the tile's K and V rows of the item's kv head, read
+  // in place (k16, v16), or, where a low-rank V part rides along, widened
+  // to f32 once (kw, vw) and read by every query of the item.
+  std::vector<const uint16_t*> k16, v16;  // [kKeys]
   std::vector<float> kw, vw;     // [kKeys, D]
   std::vector<float> s;          // [nq, kKeys] scores, then probabilities
   std::vector<float> acc;        // [nq, D] unnormalised output
@@ -99,19 +101,50 @@ struct SeqLr {
 };
 const SeqLr kNoLr;
 
+// Readers of K/V rows as f32, eight lanes at a time or one element: the
+// attention loops read an f16/bf16 cache through these directly (the values
+// kv_to_f32 gives, so the result is the same as over a widened copy).
+struct LoadF32 {
+  using T = float;
+  static float at(const float* p) { return *p; }
+#if AGENTKV_AVX2
+  static __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+#endif
+};
+struct LoadF16 {
+  using T = uint16_t;
+  static float at(const uint16_t* p) { return fp16_to_f32(*p); }
+#if AGENTKV_AVX2
+  static __m256 load8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+#endif
+};
+struct LoadBF16 {
+  using T = uint16_t;
+  static float at(const uint16_t* p) { return bf16_to_f32(*p); }
+#if AGENTKV_AVX2
+  static __m256 load8(const uint16_t* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+#endif
+};
+
 // kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
 // transposed in registers: element-wise, the strided stores cost as much as
 // all of q·K.
-void gather_keys_transposed(const float* const* k, int n, int D, float* kt) {
+template <class L = LoadF32>
+void gather_keys_transposed(const typename L::T* const* k, int n, int D, float* kt) {
   int t0 = 0;
 #if AGENTKV_AVX2
   if (D % 8 == 0) {
     for (; t0 + 8 <= n; t0 += 8) {
       for (int d0 = 0; d0 < D; d0 += 8) {
-        __m256 r0 = _mm256_loadu_ps(k[t0 + 0] + d0), r1 = _mm256_loadu_ps(k[t0 + 1] + d0),
-               r2 = _mm256_loadu_ps(k[t0 + 2] + d0), r3 = _mm256_loadu_ps(k[t0 + 3] + d0),
-               r4 = _mm256_loadu_ps(k[t0 + 4] + d0), r5 = _mm256_loadu_ps(k[t0 + 5] + d0),
-               r6 = _mm256_loadu_ps(k[t0 + 6] + d0), r7 = _mm256_loadu_ps(k[t0 + 7] + d0);
+        __m256 r0 = L::load8(k[t0 + 0] + d0), r1 = L::load8(k[t0 + 1] + d0),
+               r2 = L::load8(k[t0 + 2] + d0), r3 = L::load8(k[t0 + 3] + d0),
+               r4 = L::load8(k[t0 + 4] + d0), r5 = L::load8(k[t0 + 5] + d0),
+               r6 = L::load8(k[t0 + 6] + d0), r7 = L::load8(k[t0 + 7] + d0);
         __m256 u0 = _mm256_unpacklo_ps(r0, r1), u1 = _mm256_unpackhi_ps(r0, r1);
         __m256 u2 = _mm256_unpacklo_ps(r2, r3), u3 = _mm256_unpackhi_ps(r2, r3);
         __m256 u4 = _mm256_unpacklo_ps(r4, r5), u5 = _mm256_unpackhi_ps(r4, r5);
@@ -134,7 +167,7 @@ void gather_keys_transposed(const float* const* k, int n, int D, float* kt) {
   }
 #endif
   for (int t = t0; t < n; ++t)
-    for (int d = 0; d < D; ++d) kt[d * kKeys + t] = k[t][d];
+    for (int d = 0; d < D; ++d) kt[d * kKeys + t] = L::at(k[t] + d);
   for (int t = n; t < kKeys; ++t)
     for (int d = 0; d < D; ++d) kt[d * kKeys + t] = 0.0f;
 }
@@ -193,7 +226,8 @@ void tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
 }
 
 // acc[0..D) += sum_{t < n} p[t] * v[t][0..D)
-void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int D) {
+template <class L = LoadF32>
+void accumulate_pv(float* acc, const float* p, const typename L::T* const* v, int n, int D) {
   int d = 0;
 #if AGENTKV_AVX2
   // Eight independent accumulators: with four, the loop waits on FMA latency.
@@ -202,8 +236,8 @@ void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int
     for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + d + 8 * i);
     for (int t = 0; t < n; ++t) {
       __m256 pt = _mm256_broadcast_ss(p + t);
-      const float* vr = v[t] + d;
-      for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 8 * i), a[i]);
+      const typename L::T* vr = v[t] + d;
+      for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pt, L::load8(vr + 8 * i), a[i]);
     }
     for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + d + 8 * i, a[i]);
   }
@@ -212,24 +246,24 @@ void accumulate_pv(float* acc, const float* p, const float* const* v, int n, int
            a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
     for (int t = 0; t < n; ++t) {
       __m256 pt = _mm256_broadcast_ss(p + t);
-      const float* vr = v[t] + d;
-      a0 = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr), a0);
-      a1 = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 8), a1);
-      a2 = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 16), a2);
-      a3 = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 24), a3);
+      const typename L::T* vr = v[t] + d;
+      a0 = _mm256_fmadd_ps(pt, L::load8(vr), a0);
+      a1 = _mm256_fmadd_ps(pt, L::load8(vr + 8), a1);
+      a2 = _mm256_fmadd_ps(pt, L::load8(vr + 16), a2);
+      a3 = _mm256_fmadd_ps(pt, L::load8(vr + 24), a3);
     }
     _mm256_storeu_ps(acc + d, a0), _mm256_storeu_ps(acc + d + 8, a1);
     _mm256_storeu_ps(acc + d + 16, a2), _mm256_storeu_ps(acc + d + 24, a3);
   }
   for (; d + 8 <= D; d += 8) {
     __m256 a = _mm256_loadu_ps(acc + d);
-    for (int t = 0; t < n; ++t) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(v[t] + d), a);
+    for (int t = 0; t < n; ++t) a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), L::load8(v[t] + d), a);
     _mm256_storeu_ps(acc + d, a);
   }
 #endif
   for (; d < D; ++d) {
     float a = acc[d];
-    for (int t = 0; t < n; ++t) a += p[t] * v[t][d];
+    for (int t = 0; t < n; ++t) a = std::fma(p[t], L::at(v[t] + d), a);
     acc[d] = a;
   }
 }
@@ -432,10 +466,17 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
     hist = po.hist, hist_m = po.hist_m;
   }
   const bool widen = kv.dtype != KvDType::kF32;
-  if (widen) {
+  // A half cache without a low-rank part is read in place by the loops below.
+  const bool in_place = widen && !lr_acc && lr.vexp == nullptr;
+  if (in_place) {
+    sc.k16.resize(kKeys);
+    sc.v16.resize(kKeys);
+  } else if (widen) {
     sc.kw.resize(size_t(kKeys) * D);
     sc.vw.resize(size_t(kKeys) * D);
   }
+  const bool bf16 = kv.dtype == KvDType::kBF16;
+  const int64_t row_bytes = int64_t(D) * kv_dtype_bytes(kv.dtype);
   const int32_t k_begin = chunk * kChunkKeys;
   const int32_t k_last = std::min(it.pmax, k_begin + kChunkKeys - 1);
   for (int32_t j0 = k_begin; j0 <= k_last; j0 += kKeys) {
@@ -443,9 +484,26 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
     for (int t = 0; t < tn; ++t) {
       int32_t j = j0 + t;
       int64_t off = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(j % bs) * width + int64_t(it.kvh) * D;
+#if AGENTKV_AVX2
+      // The next tile's K and V rows: at decode they come from memory (the
+      // weights streamed in between evict them), and the rows of one head are
+      // strided by the other heads' rows.
+      if (const int32_t jn = j + kKeys; jn <= k_last) {
+        const int64_t on = int64_t(blocks[jn / bs]) * kv.block_stride + int64_t(jn % bs) * width + int64_t(it.kvh) * D;
+        const char* kn = static_cast<const char*>(cpu::kv_elem(kv.k, kv.dtype, on));
+        const char* vn = static_cast<const char*>(cpu::kv_elem(kv.v, kv.dtype, on));
+        for (int64_t b = 0; b < row_bytes; b += 64) {
+          _mm_prefetch(kn + b, _MM_HINT_T0);
+          _mm_prefetch(vn + b, _MM_HINT_T0);
+        }
+      }
+#endif
       if (!widen) {
         sc.kp[t] = static_cast<const float*>(kv.k) + off;
         sc.vp[t] = static_cast<const float*>(kv.v) + off;
+      } else if (in_place) {
+        sc.k16[t] = static_cast<const uint16_t*>(kv.k) + off;
+        sc.v16[t] = static_cast<const uint16_t*>(kv.v) + off;
       } else {
         float* kr = &sc.kw[size_t(t) * D];
         cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.k, kv.dtype, off), kr, D);
@@ -459,7 +517,13 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       if (lr.vexp != nullptr) sc.vp[t] = lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D;
       if (lr_acc) sc.lp[t] = plan.lr->lr + int64_t(lr.blocks[j / bs]) * plan.lr->block_stride + int64_t(j % bs) * plan.lr->width;
     }
-    gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
+    if (!in_place) {
+      gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
+    } else if (bf16) {
+      gather_keys_transposed<LoadBF16>(sc.k16.data(), tn, D, sc.kt.data());
+    } else {
+      gather_keys_transposed<LoadF16>(sc.k16.data(), tn, D, sc.kt.data());
+    }
     tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
     for (int qi = 0; qi < nq; ++qi) {
       if (sc.qpos[qi] < j0) continue;  // every key of the tile is in its future
@@ -477,7 +541,13 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       }
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
-      if (!lr_acc || !accumulate_pv_lr_64x8(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R)) {
+      if (in_place) {
+        if (bf16) {
+          accumulate_pv<LoadBF16>(acc, p, sc.v16.data(), valid, D);
+        } else {
+          accumulate_pv<LoadF16>(acc, p, sc.v16.data(), valid, D);
+        }
+      } else if (!lr_acc || !accumulate_pv_lr_64x8(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R)) {
         accumulate_pv(acc, p, sc.vp.data(), valid, D);
         if (lr_acc) accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
       }
