@@ -79,9 +79,19 @@ inline __m256i block_u8(const uint8_t* b) {
                             _mm256_set1_epi8(static_cast<char>(0x80)));
   } else {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (T::kMin ? 4 : 2)));
-    const __m128i m = _mm_set1_epi8(0x0f);
-    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
   }
+}
+
+// The f16 at byte offset off of eight blocks, as f32 lanes (F16C converts
+// every binary16 exactly, as half() does).
+inline __m256 halves8(const uint8_t* const blk[8], int off) {
+  const __m128i h = _mm_setr_epi16(
+      static_cast<short>(load_u16(blk[0] + off)), static_cast<short>(load_u16(blk[1] + off)),
+      static_cast<short>(load_u16(blk[2] + off)), static_cast<short>(load_u16(blk[3] + off)),
+      static_cast<short>(load_u16(blk[4] + off)), static_cast<short>(load_u16(blk[5] + off)),
+      static_cast<short>(load_u16(blk[6] + off)), static_cast<short>(load_u16(blk[7] + off)));
+  return _mm256_cvtph_ps(h);
 }
 
 // Lane c = the sum of t[c]'s eight lanes.
@@ -142,14 +152,14 @@ void direct_group(const Q8Acts& x, const QuantMatrix& w, int64_t j, int nc, floa
     for (int64_t o = b * per_block; o < std::min(span, (b + 1) * per_block); o += 64)
       _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T0);
     __m256i wv[8];
-    alignas(32) float dws[8], mws[8];
+    const uint8_t* blk[8];
     for (int c = 0; c < 8; ++c) {
-      const uint8_t* blk = rows[c] + b * T::kBytes;
-      wv[c] = block_u8<T>(blk);
-      dws[c] = half(blk);
-      if constexpr (T::kMin) mws[c] = T::mw(blk);
+      blk[c] = rows[c] + b * T::kBytes;
+      wv[c] = block_u8<T>(blk[c]);
     }
-    const __m256 dwv = _mm256_load_ps(dws);
+    const __m256 dwv = halves8(blk, 0);
+    [[maybe_unused]] __m256 mwv;
+    if constexpr (T::kMin) mwv = halves8(blk, 2);
     for (int r = 0; r < R; ++r) {
       const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.row_q(r) + b * 32));
       __m256i t[8];
@@ -157,7 +167,7 @@ void direct_group(const Q8Acts& x, const QuantMatrix& w, int64_t j, int nc, floa
       const int64_t rb = r * nb + b;
       const __m256i isum = _mm256_sub_epi32(reduce8(t), _mm256_set1_epi32(T::kKappa * x.qsum[rb]));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dwv, _mm256_set1_ps(x.d[rb])), acc[r]);
-      if constexpr (T::kMin) acc[r] = _mm256_fmadd_ps(_mm256_load_ps(mws), _mm256_set1_ps(x.s[rb]), acc[r]);
+      if constexpr (T::kMin) acc[r] = _mm256_fmadd_ps(mwv, _mm256_set1_ps(x.s[rb]), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) store_cols(y + r * ldy, acc[r], nc, accumulate);
