@@ -132,8 +132,22 @@ inline void store_cols(float* y, __m256 v, int n, bool accumulate) {
   for (int c = 0; c < n; ++c) y[c] = accumulate ? y[c] + t[c] : t[c];
 }
 
+// The float steps of one block for one output row: red holds the eight
+// columns' dot products of the unsigned weight bytes with the block's q.
+template <class T>
+inline __m256 block_step(__m256 acc, __m256i red, const Q8Acts& x, int64_t rb, __m256 dwv, __m256 mwv) {
+  const __m256i isum = _mm256_sub_epi32(red, _mm256_set1_epi32(T::kKappa * x.qsum[rb]));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dwv, _mm256_set1_ps(x.d[rb])), acc);
+  if constexpr (T::kMin) acc = _mm256_fmadd_ps(mwv, _mm256_set1_ps(x.s[rb]), acc);
+  return acc;
+}
+
 // Rows [0, R) of x against the nc (<= 8) weight rows starting at j, read in
-// the file's layout.
+// the file's layout. 4-bit types take two blocks per step: one load holds
+// both blocks' 16 bytes, so one mask gives both blocks' low nibbles and one
+// shift-and-mask their high ones, and one reduction gives both blocks' sums
+// (half the work per block of the one-block step, which the last odd block
+// and q8_0 use).
 template <class T, int R>
 void direct_group(const Q8Acts& x, const QuantMatrix& w, int64_t j, int nc, float* y, int64_t ldy,
                   bool accumulate) {
@@ -146,11 +160,53 @@ void direct_group(const Q8Acts& x, const QuantMatrix& w, int64_t j, int nc, floa
   const uint8_t* next = w.data + (j + 8) * w.row_bytes;
   const int64_t span = j + 16 <= w.n ? 8 * w.row_bytes : 0;
   const int64_t per_block = (span + nb * 64 - 1) / (nb * 64) * 64;
+  auto prefetch = [&](int64_t b0, int64_t b1) {
+    for (int64_t o = b0 * per_block; o < std::min(span, b1 * per_block); o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T0);
+  };
+  const __m256i zero = _mm256_setzero_si256();
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t o = b * per_block; o < std::min(span, (b + 1) * per_block); o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(next + o), _MM_HINT_T0);
+  int64_t b = 0;
+  if constexpr (T::kKappa != 128) {
+    constexpr int kQs = T::kMin ? 4 : 2;
+    const __m256i mask = _mm256_set1_epi8(0x0f);
+    for (; b + 2 <= nb; b += 2) {
+      prefetch(b, b + 2);
+      // lo[c]: elements 0-15 of block b, then of block b + 1; hi[c]: 16-31.
+      __m256i lo[8], hi[8];
+      const uint8_t* blk0[8];
+      const uint8_t* blk1[8];
+      for (int c = 0; c < 8; ++c) {
+        blk0[c] = rows[c] + b * T::kBytes;
+        blk1[c] = blk0[c] + T::kBytes;
+        const __m256i v =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0[c] + kQs))),
+                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk1[c] + kQs)), 1);
+        lo[c] = _mm256_and_si256(v, mask);
+        hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
+      }
+      const __m256 dw0 = halves8(blk0, 0), dw1 = halves8(blk1, 0);
+      [[maybe_unused]] __m256 mw0, mw1;
+      if constexpr (T::kMin) mw0 = halves8(blk0, 2), mw1 = halves8(blk1, 2);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* xr = x.row_q(r) + b * 32;
+        const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr));
+        const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(xr + 32));
+        const __m256i xlo = _mm256_permute2x128_si256(xa, xb, 0x20), xhi = _mm256_permute2x128_si256(xa, xb, 0x31);
+        // t[c]: lanes 0-3 sum block b's products, lanes 4-7 block b + 1's.
+        __m256i t[8];
+        for (int c = 0; c < 8; ++c) t[c] = dpbusd(dpbusd(zero, lo[c], xlo), hi[c], xhi);
+        const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(t[0], t[1]), _mm256_hadd_epi32(t[2], t[3]));
+        const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(t[4], t[5]), _mm256_hadd_epi32(t[6], t[7]));
+        const int64_t rb = r * nb + b;
+        acc[r] = block_step<T>(acc[r], _mm256_permute2x128_si256(g0, g1, 0x20), x, rb, dw0, mw0);
+        acc[r] = block_step<T>(acc[r], _mm256_permute2x128_si256(g0, g1, 0x31), x, rb + 1, dw1, mw1);
+      }
+    }
+  }
+  for (; b < nb; ++b) {
+    prefetch(b, b + 1);
     __m256i wv[8];
     const uint8_t* blk[8];
     for (int c = 0; c < 8; ++c) {
@@ -163,11 +219,8 @@ void direct_group(const Q8Acts& x, const QuantMatrix& w, int64_t j, int nc, floa
     for (int r = 0; r < R; ++r) {
       const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(x.row_q(r) + b * 32));
       __m256i t[8];
-      for (int c = 0; c < 8; ++c) t[c] = dpbusd(_mm256_setzero_si256(), wv[c], xb);
-      const int64_t rb = r * nb + b;
-      const __m256i isum = _mm256_sub_epi32(reduce8(t), _mm256_set1_epi32(T::kKappa * x.qsum[rb]));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dwv, _mm256_set1_ps(x.d[rb])), acc[r]);
-      if constexpr (T::kMin) acc[r] = _mm256_fmadd_ps(mwv, _mm256_set1_ps(x.s[rb]), acc[r]);
+      for (int c = 0; c < 8; ++c) t[c] = dpbusd(zero, wv[c], xb);
+      acc[r] = block_step<T>(acc[r], reduce8(t), x, r * nb + b, dwv, mwv);
     }
   }
   for (int r = 0; r < R; ++r) store_cols(y + r * ldy, acc[r], nc, accumulate);
