@@ -661,7 +661,16 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   const int32_t heads_per_item = group;
   const int32_t rows_per_item = std::max(1, kQueries / heads_per_item);
 
-  std::vector<Item> items;
+  // The per-call lists live in the caller's thread_local vectors, reused call
+  // after call (30 layers a decode step): no allocation once grown. The
+  // workers reach them through these references (a lambda that named a
+  // thread_local directly would see its own thread's).
+  thread_local std::vector<Item> tl_items;
+  thread_local std::vector<SeqLr> tl_lrs;
+  thread_local std::vector<Unit> tl_units;
+  thread_local std::vector<int32_t> tl_multi;
+  std::vector<Item>& items = tl_items;
+  items.clear();
   for (int32_t s = 0; s < plan.n_seqs; ++s) {
     for (int32_t r0 = plan.row_indptr[s]; r0 < plan.row_indptr[s + 1]; r0 += rows_per_item) {
       int32_t r1 = std::min(plan.row_indptr[s + 1], r0 + rows_per_item);
@@ -680,7 +689,8 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
 
   // Each sequence's low-rank V part (Flash-LoRA-Attention), or its expanded
   // V rows on the reference path.
-  std::vector<SeqLr> lrs(plan.lr != nullptr ? plan.n_seqs : 0);
+  std::vector<SeqLr>& lrs = tl_lrs;
+  lrs.assign(plan.lr != nullptr ? plan.n_seqs : 0, SeqLr{});
   std::vector<std::vector<float>>& vexp = lr_vexp_;
   if (plan.lr != nullptr) {
     const LrAttention& lr = *plan.lr;
@@ -704,8 +714,10 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
 
   // Units, and room for the partials (and tile probabilities, for column
   // sums) of the items whose rows reach past the first chunk.
-  std::vector<Unit> units;
-  std::vector<int32_t> multi;  // items with more than one chunk
+  std::vector<Unit>& units = tl_units;
+  std::vector<int32_t>& multi = tl_multi;  // items with more than one chunk
+  units.clear();
+  multi.clear();
   int64_t part_size = 0, hist_size = 0;
   for (int32_t i = 0; i < int32_t(items.size()); ++i) {
     Item& it = items[i];
@@ -743,7 +755,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   std::atomic<int64_t> next{0};
   const int64_t n_units = int64_t(units.size());
   auto worker = [&](int64_t, int64_t, int) {
-    Scratch sc;
+    thread_local Scratch sc;  // this worker's, grown once
     for (int64_t u = next.fetch_add(1); u < n_units; u = next.fetch_add(1)) {
       const Item& it = items[units[u].item];
       run_unit(it, units[u].chunk, plan, q, n_heads, kv, scale, out, sc, lrs.empty() ? kNoLr : lrs[it.seq],
@@ -759,7 +771,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   std::atomic<int64_t> next_merge{0};
   const int64_t n_multi = int64_t(multi.size());
   auto merger = [&](int64_t, int64_t, int) {
-    Scratch sc;
+    thread_local Scratch sc;  // this worker's, grown once
     for (int64_t i = next_merge.fetch_add(1); i < n_multi; i = next_merge.fetch_add(1)) {
       const Item& it = items[multi[i]];
       merge_item(it, plan, n_heads, kv, out, lrs.empty() ? kNoLr : lrs[it.seq], part_out(it), sc);

@@ -21,7 +21,8 @@ void CpuBackend::rope(float* x, const int32_t* row_pos, int64_t rows, int32_t n_
   const int32_t half = rope_table_.half();
   const bool neox = p.style == RopeStyle::kNeox;
   parallel_for(rows, 16, [&](int64_t b, int64_t e) {
-    std::vector<float> scratch(2 * half);
+    thread_local std::vector<float> scratch;  // no allocation per call once grown
+    scratch.resize(2 * size_t(half));
     for (int64_t r = b; r < e; ++r) {
       const float *c, *s;
       rope_table_.row(row_pos[r], &c, &s, scratch.data());
