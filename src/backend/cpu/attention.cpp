@@ -268,6 +268,47 @@ void accumulate_pv(float* acc, const float* p, const typename L::T* const* v, in
   }
 }
 
+#if AGENTKV_AVX2
+// accumulate_pv for Q queries at once, 32 columns at a time: each V vector
+// is loaded (and widened) once and feeds Q FMA chains. Every acc element
+// sums fma(p[t], v[t][d], acc) in key order, as accumulate_pv does.
+template <class L, int Q>
+void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, int D) {
+  for (int d = 0; d < D; d += 32) {
+    __m256 a[Q][4];
+    for (int q = 0; q < Q; ++q)
+      for (int i = 0; i < 4; ++i) a[q][i] = _mm256_loadu_ps(acc + q * D + d + 8 * i);
+    for (int t = 0; t < n; ++t) {
+      const typename L::T* vr = v[t] + d;
+      const __m256 v0 = L::load8(vr), v1 = L::load8(vr + 8), v2 = L::load8(vr + 16), v3 = L::load8(vr + 24);
+      for (int q = 0; q < Q; ++q) {
+        const __m256 pt = _mm256_broadcast_ss(p + q * kKeys + t);
+        a[q][0] = _mm256_fmadd_ps(pt, v0, a[q][0]);
+        a[q][1] = _mm256_fmadd_ps(pt, v1, a[q][1]);
+        a[q][2] = _mm256_fmadd_ps(pt, v2, a[q][2]);
+        a[q][3] = _mm256_fmadd_ps(pt, v3, a[q][3]);
+      }
+    }
+    for (int q = 0; q < Q; ++q)
+      for (int i = 0; i < 4; ++i) _mm256_storeu_ps(acc + q * D + d + 8 * i, a[q][i]);
+  }
+}
+#endif
+
+// accumulate_pv for nq queries sharing their keys: acc rows D apart, p rows
+// kKeys apart. The same arithmetic per element as one call per query.
+template <class L>
+void accumulate_pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, int D, int nq) {
+  int q = 0;
+#if AGENTKV_AVX2
+  if (D % 32 == 0) {
+    for (; q + 3 <= nq; q += 3) pv_heads<L, 3>(acc + q * D, p + q * kKeys, v, n, D);
+    for (; q < nq; ++q) pv_heads<L, 1>(acc + q * D, p + q * kKeys, v, n, D);
+  }
+#endif
+  for (; q < nq; ++q) accumulate_pv<L>(acc + q * D, p + q * kKeys, v, n, D);
+}
+
 // acc[0..R) += sum_{t < n} p[t] * l[t][0..R) for the narrow LR rows
 // (Flash-LoRA-Attention's second accumulator, R = the rank, often 8): one
 // vector per 8 columns would chain every key's FMA on the one before, so
@@ -541,19 +582,29 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       }
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
-      if (in_place) {
-        if (bf16) {
-          accumulate_pv<LoadBF16>(acc, p, sc.v16.data(), valid, D);
-        } else {
-          accumulate_pv<LoadF16>(acc, p, sc.v16.data(), valid, D);
-        }
-      } else if (!lr_acc || !accumulate_pv_lr_64x8(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R)) {
+      if (lr_acc && !accumulate_pv_lr_64x8(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R)) {
         accumulate_pv(acc, p, sc.vp.data(), valid, D);
-        if (lr_acc) accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
+        accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
       }
       if (colsums) {
         std::copy(p, p + valid, &hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
         hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
+      }
+    }
+    if (lr_acc) continue;
+    // P·V for the heads of one row together (they share the row's keys):
+    // each V row is read and widened once for all of them.
+    for (int qi = 0; qi < nq; qi += nh) {
+      if (sc.qpos[qi] < j0) continue;
+      const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
+      float* acc = &sc.acc[size_t(qi) * D];
+      const float* p = &sc.s[size_t(qi) * kKeys];
+      if (!in_place) {
+        accumulate_pv_heads<LoadF32>(acc, p, sc.vp.data(), valid, D, nh);
+      } else if (bf16) {
+        accumulate_pv_heads<LoadBF16>(acc, p, sc.v16.data(), valid, D, nh);
+      } else {
+        accumulate_pv_heads<LoadF16>(acc, p, sc.v16.data(), valid, D, nh);
       }
     }
   }
