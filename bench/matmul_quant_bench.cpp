@@ -1,6 +1,6 @@
 // Decode-step (m = 1 by default) products of SmolLM2-135M, through the CPU
-// backend: f32 matmul on unpacked weights vs matmul_quant on q4_1 and q8_0
-// blocks. Variants run interleaved (one sample of each in turn) so drift on a
+// backend: f32 matmul on unpacked weights vs matmul_quant on q4_0, q4_1 and
+// q8_0 blocks, with f32 activations and with --act-quant q8 ("+q8"). Variants run interleaved (one sample of each in turn) so drift on a
 // shared machine hits all alike; the table shows medians in microseconds.
 //
 // Weights rotate over copies totalling > 64 MiB per variant so each call
@@ -33,7 +33,7 @@ using namespace agentkv;
 
 namespace {
 
-constexpr uint32_t kQ4_1 = 3, kQ8_0 = 8;  // ggml type ids
+constexpr uint32_t kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8;  // ggml type ids
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -63,7 +63,7 @@ double median(std::vector<double> v) {
 // Random blocks with well-scaled f16 scales (and q4_1 mins) at the front of
 // each block; the quant bytes are random.
 std::vector<uint8_t> random_blocks(std::mt19937& rng, uint32_t type, int64_t n_blocks) {
-  const int bytes = type == kQ4_1 ? 20 : 34, n_scales = type == kQ4_1 ? 2 : 1;
+  const int bytes = type == kQ4_1 ? 20 : type == kQ4_0 ? 18 : 34, n_scales = type == kQ4_1 ? 2 : 1;
   std::vector<uint8_t> d(n_blocks * bytes);
   for (auto& b : d) b = static_cast<uint8_t>(rng());
   for (int64_t i = 0; i < n_blocks; ++i)
@@ -89,7 +89,8 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int m = 1;
   double max_seconds = 1.5;  // per (shape, threads) cell
-  CLI::App app{"matmul_quant on packed q4_1 / q8_0 blocks against the f32 matmul at decode shapes "
+  CLI::App app{"matmul_quant on packed q4_0 / q4_1 / q8_0 blocks (f32 or q8 activations) against the f32 matmul "
+               "at decode shapes "
                "(docs/benchmarks.md, \"Decode matmul on packed GGUF blocks\")"};
   app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--m", m, "rows m")->check(CLI::PositiveNumber);
@@ -114,8 +115,9 @@ int main(int argc, char** argv) {
     std::vector<float> wf(elems * cf);
     std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
     for (auto& v : wf) v = dist(rng);
-    const int64_t rb41 = k / 32 * 20, rb80 = k / 32 * 34;
-    const int c41 = copies_for(rb41 * n), c80 = copies_for(rb80 * n);
+    const int64_t rb40 = k / 32 * 18, rb41 = k / 32 * 20, rb80 = k / 32 * 34;
+    const int c40 = copies_for(rb40 * n), c41 = copies_for(rb41 * n), c80 = copies_for(rb80 * n);
+    const auto w40 = random_blocks(rng, kQ4_0, int64_t(c40) * n * (k / 32));
     const auto w41 = random_blocks(rng, kQ4_1, int64_t(c41) * n * (k / 32));
     const auto w80 = random_blocks(rng, kQ8_0, int64_t(c80) * n * (k / 32));
     std::vector<float> x(int64_t(m) * k);
@@ -124,6 +126,10 @@ int main(int argc, char** argv) {
 
     for (int t : threads) {
       auto be = backend_cpu_init({.n_threads = t});
+      auto be8 = backend_cpu_init({.n_threads = t, .act_quant = ActQuant::kQ8});
+      auto quant = [&](backend_i* b, uint32_t type, const std::vector<uint8_t>& w, int64_t rb, int c) {
+        b->matmul_quant(x.data(), QuantMatrix{type, w.data() + rb * n * c, rb, n, k}, y.data(), m);
+      };
       std::vector<Variant> vars = {
           {"f32",
            elems * 4,
@@ -149,6 +155,10 @@ int main(int argc, char** argv) {
            },
            {},
            {}},
+          {"q4_0", rb40 * n, c40, [&](int c) { quant(be.get(), kQ4_0, w40, rb40, c); }, {}, {}},
+          {"q4_0+q8", rb40 * n, c40, [&](int c) { quant(be8.get(), kQ4_0, w40, rb40, c); }, {}, {}},
+          {"q4_1+q8", rb41 * n, c41, [&](int c) { quant(be8.get(), kQ4_1, w41, rb41, c); }, {}, {}},
+          {"q8_0+q8", rb80 * n, c80, [&](int c) { quant(be8.get(), kQ8_0, w80, rb80, c); }, {}, {}},
       };
       // Calibrate: pick inner repetitions so one sample is >= 20 ms.
       double slowest = 0;
@@ -191,12 +201,13 @@ int main(int argc, char** argv) {
   // thread waits for a core on a shared machine.
   std::printf("Per token (m = %d): median time x count per forward, summed, ms:\n\n", m);
   std::printf(
-      "| threads | time | all f32 | q4_1 layers + q8_0 output | all q8_0 | speed-up (default GGUF) |\n");
-  std::printf("|---:|---|---:|---:|---:|---:|\n");
+      "| threads | time | all f32 | q4_1 layers + q8_0 output | all q8_0 | speed-up (default GGUF) | "
+      "default GGUF, q8 activations | q4_0 layers + q8_0 output, q8 activations |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|\n");
   for (int t : threads)
     for (bool cpu : {false, true}) {
       if (cpu && t != 1) continue;
-      double f32 = 0, dflt = 0, q8 = 0;
+      double f32 = 0, dflt = 0, q8 = 0, dflt_q8 = 0, q40_q8 = 0;
       for (auto [k, n, count] : shapes) {
         auto get = [&](const char* v) {
           const auto& r = res[{k, n, t, v}];
@@ -205,9 +216,11 @@ int main(int argc, char** argv) {
         f32 += count * get(kNames[0]);
         dflt += count * get(n == 49152 ? kNames[2] : kNames[1]);  // the output matrix is q8_0
         q8 += count * get(kNames[2]);
+        dflt_q8 += count * get(n == 49152 ? "q8_0+q8" : "q4_1+q8");
+        q40_q8 += count * get(n == 49152 ? "q8_0+q8" : "q4_0+q8");
       }
-      std::printf("| %d | %s | %.2f | %.2f | %.2f | %.2fx |\n", t, cpu ? "CPU" : "wall", f32 * 1e-3,
-                  dflt * 1e-3, q8 * 1e-3, f32 / dflt);
+      std::printf("| %d | %s | %.2f | %.2f | %.2f | %.2fx | %.2f | %.2f |\n", t, cpu ? "CPU" : "wall", f32 * 1e-3,
+                  dflt * 1e-3, q8 * 1e-3, f32 / dflt, dflt_q8 * 1e-3, q40_q8 * 1e-3);
     }
   return 0;
 }
