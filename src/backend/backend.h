@@ -59,9 +59,9 @@ struct KvLayerView {
 // LR rows are paged like K/V, with their own block table (the LR cache has
 // its own pool and lineage) over blocks of the same block_size.
 struct LrAttention {
-  const float* lr = nullptr;              // this layer: LR row of token t of LR block b at lr + b * block_stride + t * width
-  int64_t block_stride = 0;               // floats between consecutive LR blocks
-  int32_t width = 0;                      // floats per LR row, >= every rank[s]
+  const void* lr = nullptr;               // this layer: LR row of token t of LR block b at element b * block_stride + t * width
+  int64_t block_stride = 0;               // elements between consecutive LR blocks
+  int32_t width = 0;                      // elements per LR row, >= every rank[s]
   const int32_t* block_indptr = nullptr;  // [n_seqs + 1] LR block table, CSR
   const int32_t* block_ids = nullptr;
   const float* const* b = nullptr;        // [n_seqs] B (kv_dim, rank[s]) row-major; null: the sequence has no LR
@@ -78,6 +78,7 @@ struct LrAttention {
   // kFused and kExpand keep batch invariance.
   enum class Path { kAuto, kFused, kExpand };
   Path path = Path::kAuto;
+  KvDType dtype = KvDType::kF32;  // element type of the LR rows (the KV cache's, --kv-dtype)
 };
 
 // Host-side description of one Step's attention, built once per Step and used

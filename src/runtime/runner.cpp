@@ -598,10 +598,10 @@ void Runner::write_lr(int layer) {
     const int32_t w = lr_->geometry().width;
     lr_t_.resize(n * std::max(m.rank, 1));
     if (m.rank > 0) backend_->lora_down(h_.data(), d, m.a.data(), m.rank, g.lr_rows.data(), n, lr_t_.data());
+    lr_row_.assign(w, 0.0f);
     for (int64_t i = 0; i < n; ++i) {
-      float* dst = lr_->row(layer, slots_lr_[g.lr_rows[i]]);
-      std::fill(dst, dst + w, 0.0f);
-      if (m.rank > 0) std::copy_n(&lr_t_[i * m.rank], m.rank, dst);
+      if (m.rank > 0) std::copy_n(&lr_t_[i * m.rank], m.rank, lr_row_.begin());
+      lr_->write_row(layer, slots_lr_[g.lr_rows[i]], lr_row_.data());
     }
   }
 }
@@ -621,6 +621,7 @@ void Runner::plan_lr(const Step& step, int layer) {
     lr_scale_[q] = m.scale;
   }
   lr_plan_.lr = lr_->layer_base(layer);
+  lr_plan_.dtype = lr_->geometry().dtype;
   lr_plan_.block_stride = lr_->block_stride();
   lr_plan_.width = lr_->geometry().width;
   lr_plan_.block_indptr = lr_indptr_.data();

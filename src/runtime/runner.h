@@ -122,6 +122,7 @@ class Runner {
   LrAttention lr_plan_;
   bool any_lr_ = false;
   AlignedVector<float> lr_t_;
+  std::vector<float> lr_row_;  // one LR row before it is stored
   std::vector<int32_t> lr_rows_tmp_;
   AttentionPlan plan_;
 

@@ -96,7 +96,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (opts.lr_cache_rank < 0 || opts.lr_cache_rank > 1024) {
     return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
   }
-  const LrGeometry lg{s.n_layers, opts.block_size, opts.lr_cache_rank};
+  const LrGeometry lg{s.n_layers, opts.block_size, opts.lr_cache_rank, *kv_dtype};
   const int64_t lr_bytes = opts.lr_cache_rank > 0 ? kLrBlocksPerKvBlock * lg.block_bytes() : 0;
   const int64_t block_bytes = g.block_bytes() + component_bytes + owner_bytes + lr_bytes;
   const int64_t n_blocks = opts.kv_cache_tokens > 0

@@ -68,8 +68,9 @@ class Lragent : public ::testing::Test {
     o.kv_cache_mb = 64;
     o.block_size = kBs;
     o.max_batch_tokens = 512;
-    // f32 KV: the LR schemes keep V_base in the cache and the LR part in f32,
-    // so with an f16 cache V is rounded at another point than under none,
+    // f32 KV: the LR schemes keep V_base in the cache and the LR part in the
+    // LR cache, each rounded on its own, so with an f16 cache V is rounded at
+    // other points than under none,
     // and the limits below hold to f16's rounding (1.9e-3 in logprob,
     // measured 2026-11-25), not to float's.
     o.kv_dtype = "f32";

@@ -85,6 +85,7 @@ struct Scratch {
   std::vector<float> hist_m;     // [nq, tiles]
   // Flash-LoRA-Attention: the tile's LR rows and the low-rank accumulator.
   std::vector<const float*> lp;  // [kKeys]
+  std::vector<float> lw;         // [kKeys, rank] the tile's LR rows widened, for an f16/bf16 LR cache
   std::vector<float> acc_lr;     // [nq, rank] unnormalised P·V_lr
 };
 
@@ -493,6 +494,7 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   const int R = lr_acc ? lr.rank : 0;
   if (lr_acc) {
     sc.lp.resize(kKeys);
+    sc.lw.resize(size_t(kKeys) * R);
     sc.acc_lr.assign(size_t(nq) * R, 0.0f);
   }
   // Tile probabilities for the column sums: the item's own scratch, or the
@@ -556,7 +558,17 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
         }
       }
       if (lr.vexp != nullptr) sc.vp[t] = lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D;
-      if (lr_acc) sc.lp[t] = plan.lr->lr + int64_t(lr.blocks[j / bs]) * plan.lr->block_stride + int64_t(j % bs) * plan.lr->width;
+      if (lr_acc) {
+        const LrAttention& la = *plan.lr;
+        const int64_t e = int64_t(lr.blocks[j / bs]) * la.block_stride + int64_t(j % bs) * la.width;
+        if (la.dtype == KvDType::kF32) {
+          sc.lp[t] = static_cast<const float*>(la.lr) + e;
+        } else {
+          float* lr_row = &sc.lw[size_t(t) * R];
+          cpu::kv_to_f32(la.dtype, cpu::kv_elem(la.lr, la.dtype, e), lr_row, R);
+          sc.lp[t] = lr_row;
+        }
+      }
     }
     if (!in_place) {
       gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
@@ -687,9 +699,12 @@ void expand_values(const AttentionPlan& plan, int32_t seq, const KvLayerView& kv
     for (int32_t k = 0; k < R; ++k) bt[size_t(k) * width + c] = sc * b[c * R + k];
   vexp.resize(size_t(n_keys) * width);
   parallel_for(n_keys, [&](int64_t j0, int64_t j1) {
+    std::vector<float> lrow(R);  // the key's LR row, widened
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t v = int64_t(blocks[j / bs]) * kv.block_stride + (j % bs) * width;
-      const float* l = lr.lr + int64_t(lr_blocks[j / bs]) * lr.block_stride + (j % bs) * lr.width;
+      const int64_t le = int64_t(lr_blocks[j / bs]) * lr.block_stride + (j % bs) * lr.width;
+      cpu::kv_to_f32(lr.dtype, cpu::kv_elem(lr.lr, lr.dtype, le), lrow.data(), R);
+      const float* l = lrow.data();
       float* o = &vexp[size_t(j) * width];
       cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.v, kv.dtype, v), o, width);
       for (int32_t k = 0; k < R; ++k) {
