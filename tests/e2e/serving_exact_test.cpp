@@ -31,8 +31,9 @@ class ServingExact : public ::testing::Test {
     AGENTKV_REQUIRE(!std::filesystem::exists(model_path()), "model not found: " << model_path());
   }
   std::unique_ptr<ServingEngine> make(bool prefix_caching, int32_t kv_mb = 64, int32_t budget = 256,
-                                      int32_t max_running = 64) {
+                                      int32_t max_running = 64, const char* act_quant = "f32") {
     ServingOptions o;
+    o.act_quant = act_quant;
     o.model_path = model_path();
     o.n_threads = 2;
     o.kv_cache_mb = kv_mb;
@@ -126,6 +127,40 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
     expect_same(served[i], run_alone(shared[i], 6),
                 "shared-prefix request " + std::to_string(i) + " vs alone");
   }
+}
+
+// --act-quant q8 keeps exactness within the mode: every q8 kernel sums a
+// block exactly, then one float order per output (matmul_q8.h). The same
+// mixed-length batch with chunked prefill, and shared prefixes with the cache
+// on, against each request alone.
+TEST_F(ServingExact, EachRequestEqualsItsRunAloneWithQ8Activations) {
+  auto alone = make(false, 64, 512, /*max_running=*/1, "q8");
+  ASSERT_NE(alone, nullptr);
+  const Tokenizer& tok = alone->tokenizer();
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "A river runs past the mill number " + std::to_string(i) + ". ";
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t len : {3u, 9u, 40u, 130u, 300u}) {
+    auto t = tok.encode(text, true, false);
+    t.resize(std::min(len, t.size()));
+    prompts.push_back(t);
+  }
+  auto shared = shared_prefix_prompts(tok);
+  for (int i : {0, 1, 10, 11}) prompts.push_back(shared[i]);  // two systems, two users each
+  auto batched_engine = make(true, 64, 96, 64, "q8");
+  auto batched = serve_all(*batched_engine, prompts, 8);
+  int32_t cached = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    cached += batched[i].cached;
+    const auto single = serve_all(*alone, {prompts[i]}, 8)[0];
+    EXPECT_EQ(single.cached, 0);
+    expect_same(batched[i], single, "q8 request " + std::to_string(i) + " vs alone");
+  }
+  EXPECT_GT(cached, 0) << "the shared prefixes must hit the cache";
+  // The option took effect: a request's logprobs differ from f32's.
+  auto f32 = make(false, 64, 512, 1, "f32");
+  const auto exact = serve_all(*f32, {prompts[3]}, 8)[0];
+  EXPECT_NE(exact.logprobs, batched[3].logprobs);
 }
 
 // The hooks `agentkv logits` uses (tests/python/test_logits.py checks its
