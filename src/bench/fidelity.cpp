@@ -108,6 +108,54 @@ FidelityRow finish_row(const std::string& label, const Acc& a) {
   return r;
 }
 
+// agents: each producer's greedy report (to the end of its turn, at most
+// produce_tokens), appended to its document's label; `reports` keeps the
+// token ids so the cache step can replay that very decode.
+Status produce_reports(ServingEngine& e, FidelityTask& t) {
+  t.reports.clear();
+  for (size_t d = 0; d < t.producers.size(); ++d) {
+    ServeRequest r;
+    r.prompt = t.producers[d];
+    r.max_tokens = t.produce_tokens;
+    RunOut out = run_one(e, std::move(r));
+    if (!out.error.empty()) return make_error(ErrorCode::kInternal, "agent ", d + 1, ": ", out.error);
+    t.docs[d].insert(t.docs[d].end(), out.tokens.begin(), out.tokens.end());
+    t.reports.push_back(std::move(out.tokens));
+  }
+  return Status::ok();
+}
+
+// What runs before a scheme's prompt, so that its documents are in the
+// cache: each document alone behind cache_head (RAG), a session of turns
+// per request (chat), or each agent's decode replayed token for token
+// (agents: the cached report is decode-phase K/V, as in a real workflow).
+std::vector<ServeRequest> cache_requests(const FidelityTask& t) {
+  std::vector<ServeRequest> out;
+  if (!t.producers.empty()) {
+    for (int32_t d : t.cache_order) {
+      ServeRequest c;
+      c.prompt = t.producers[d];
+      c.forced_tokens = t.reports[d];
+      c.max_tokens = std::max<int32_t>(static_cast<int32_t>(t.reports[d].size()), 1);
+      c.ignore_eos = true;
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+  const size_t group = static_cast<size_t>(std::max(t.cache_group, 1));
+  for (size_t g = 0; g < t.cache_order.size(); g += group) {
+    ServeRequest c;
+    c.prompt = t.cache_head;
+    c.max_tokens = 1;
+    for (size_t j = g; j < std::min(g + group, t.cache_order.size()); ++j) {
+      const auto& doc = t.docs[t.cache_order[j]];
+      c.prompt.insert(c.prompt.end(), doc.begin(), doc.end());
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
@@ -117,19 +165,27 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
   so.block_size = o.block_size;
   so.kv_cache_mb = o.kv_cache_mb;
   so.kv_dtype = o.kv_dtype;
+  so.act_quant = o.act_quant;
   so.max_batch_tokens = 16384;  // one chunk per prompt: selection sees the whole prompt
   so.prefix_caching = false;
   AKV_ASSIGN_OR_RETURN(auto full_eng, create_serving_engine(so));
   so.prefix_caching = true;
   AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
   const Tokenizer& tok = eng->tokenizer();
-  AKV_ASSIGN_OR_RETURN(const std::vector<FidelityTask> tasks, make_fidelity_tasks(tok, o.tasks));
+  AKV_ASSIGN_OR_RETURN(std::vector<FidelityTask> tasks, make_fidelity_tasks(tok, o.tasks));
   FidelityReport rep;
   rep.task = o.tasks.kind;
   Acc full_acc;
   std::vector<Acc> acc(o.schemes.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const FidelityTask& t = tasks[i];
+    FidelityTask& t = tasks[i];
+    AKV_RETURN_IF_ERROR(produce_reports(*full_eng, t));
+    if (o.progress) {
+      for (size_t d = 0; d < t.reports.size(); ++d) {
+        o.progress(o.tasks.kind + " prompt " + std::to_string(i + 1) + ": agent " + std::to_string(d + 1) + " (" +
+                   std::to_string(t.reports[d].size()) + " tokens) reported " + one_line(tok.decode(t.reports[d])));
+      }
+    }
     const std::vector<int32_t> prompt = t.prompt();
     if (i == 0) rep.prompt_tokens = static_cast<int32_t>(prompt.size());
     const std::string tenant = "fidelity-" + std::to_string(i);
@@ -158,11 +214,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       // Each scheme starts from the same cache state: the documents cached
       // alone, in the task's order, under a namespace of its own.
       const std::string ns = tenant + "/" + std::to_string(k);
-      for (int32_t d : t.cache_order) {
-        ServeRequest c;
-        c.prompt = t.cache_head;
-        c.prompt.insert(c.prompt.end(), t.docs[d].begin(), t.docs[d].end());
-        c.max_tokens = 1;
+      for (ServeRequest& c : cache_requests(t)) {
         c.tenant = ns;
         run_one(*eng, std::move(c));
       }

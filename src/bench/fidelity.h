@@ -29,6 +29,7 @@ struct FidelityOptions {
   int32_t block_size = 16;
   int64_t kv_cache_mb = 1024;
   std::string kv_dtype = "f16";  // ServingOptions::kv_dtype
+  std::string act_quant = "f32";  // ServingOptions::act_quant
   int32_t gen_tokens = 32;
   FidelityTaskOptions tasks;
   std::vector<FidelityScheme> schemes;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "bench/chat_task.h"
 #include "bench/passkey_task.h"
 #include "bench/ruler_tasks.h"
 
@@ -25,7 +26,7 @@ std::vector<int32_t> FidelityTask::prompt() const {
 }
 
 const std::vector<std::string>& fidelity_task_kinds() {
-  static const std::vector<std::string> kinds = {"passkey", "mq-niah", "vt", "cwe", "fwe"};
+  static const std::vector<std::string> kinds = {"passkey", "mq-niah", "vt", "cwe", "fwe", "chat", "agents"};
   return kinds;
 }
 
@@ -53,9 +54,17 @@ Result<FidelityTaskOptions> fidelity_task_defaults(const std::string& kind) {
   } else if (kind == "fwe") {
     o.doc_tokens = 200;
     o.zipf_alpha = 2.0;
+  } else if (kind == "chat") {
+    o.n_docs = 8;
+    o.doc_tokens = 100;
+    o.facts = 3;
+  } else if (kind == "agents") {
+    o.n_docs = 3;
+    o.doc_tokens = 120;
+    o.agent_tokens = 96;
   } else {
     return make_error(ErrorCode::kInvalidArgument, "unknown task '", kind,
-                      "' (passkey, mq-niah, vt, cwe, fwe)");
+                      "' (passkey, mq-niah, vt, cwe, fwe, chat, agents)");
   }
   return o;
 }
@@ -75,9 +84,13 @@ Result<std::vector<FidelityTask>> make_fidelity_tasks(const Tokenizer& tok, cons
     tasks = make_cwe_tasks(tok, o);
   } else if (o.kind == "fwe") {
     tasks = make_fwe_tasks(tok, o);
+  } else if (o.kind == "chat") {
+    tasks = make_chat_tasks(tok, o);
+  } else if (o.kind == "agents") {
+    tasks = make_agent_tasks(tok, o);
   } else {
     return make_error(ErrorCode::kInvalidArgument, "unknown task '", o.kind,
-                      "' (passkey, mq-niah, vt, cwe, fwe)");
+                      "' (passkey, mq-niah, vt, cwe, fwe, chat, agents)");
   }
   if (!tasks.is_ok()) return tasks;
   // Needles and chains are never cut, so too short a document overflows.

@@ -5,7 +5,9 @@
 //   passkey  one document hides a five-digit pass key (passkey_task.cpp);
 //   mq-niah, vt, cwe, fwe  analogs of RULER's multi-query needle in a
 //            haystack, variable tracking, common and frequent word
-//            extraction (Hsieh et al. 2024, "RULER"; ruler_tasks.h).
+//            extraction (Hsieh et al. 2024, "RULER"; ruler_tasks.h);
+//   chat, agents  multi-round chat and an agent workflow (SparseX's Tables 1
+//            and 3; chat_task.h).
 // Every piece is tokenized on its own and a document is a token vector, so
 // its ids are the same in the request that caches it and in the prompt that
 // reuses it.
@@ -38,6 +40,9 @@ struct FidelityTaskOptions {
   int32_t common_freq = 25;  // cwe: occurrences of each common word
   int32_t rare_freq = 1;     // cwe: occurrences of every other word
   double zipf_alpha = 2.0;   // fwe: word counts proportional to rank^-alpha
+  int32_t facts = 3;         // chat: facts told in the history (the first one asked)
+  int32_t session_turns = 2; // chat: turns cached together (a session)
+  int32_t agent_tokens = 96; // agents: most tokens of an agent's report (default 96)
 };
 
 struct FidelityTask {
@@ -54,11 +59,22 @@ struct FidelityTask {
   // The order in which the bench caches the documents before the prompt
   // (each alone, behind cache_head): a permutation of 0..n_docs-1.
   std::vector<int32_t> cache_order;
+  // How many documents were cached together: consecutive runs of
+  // cache_order of this length, each in one request behind cache_head
+  // (chat: a session of turns; 1: each document alone).
+  int32_t cache_group = 1;
+  // agents: document d ends with what producers[d] generates (greedy, at
+  // most produce_tokens, to the end of its turn); docs[d] holds the label
+  // before it until run_fidelity appends it. The cached copy of the report
+  // is that request's own decode, not a prefill of the text.
+  std::vector<std::vector<int32_t>> producers;
+  int32_t produce_tokens = 0;
+  std::vector<std::vector<int32_t>> reports;  // filled by run_fidelity
 
   std::vector<int32_t> prompt() const;
 };
 
-// "passkey", "mq-niah", "vt", "cwe", "fwe".
+// "passkey", "mq-niah", "vt", "cwe", "fwe", "chat", "agents".
 const std::vector<std::string>& fidelity_task_kinds();
 
 // The calibrated shape of `kind` (n_prompts and seed at their defaults).

@@ -23,7 +23,8 @@ namespace {
 // Shape options: unset, each task keeps its calibrated default
 // (fidelity_task_defaults); set, they apply to every task that uses them.
 struct TaskShapeArgs {
-  std::optional<int32_t> doc_tokens, needles, queries, chains, hops, words, common_freq, rare_freq;
+  std::optional<int32_t> n_docs, doc_tokens, needles, queries, chains, hops, words, common_freq, rare_freq, facts,
+      session_turns, agent_tokens;
   std::optional<double> zipf_alpha;
 };
 
@@ -59,10 +60,10 @@ nlohmann::json row_json(const std::string& task, const FidelityRow& r) {
 Result<FidelityTaskOptions> task_options(const FidelityArgs& a, const std::string& kind) {
   AKV_ASSIGN_OR_RETURN(FidelityTaskOptions t, fidelity_task_defaults(kind));
   t.n_prompts = a.o.tasks.n_prompts;
-  t.n_docs = a.o.tasks.n_docs;
   t.question_tokens = a.o.tasks.question_tokens;
   t.seed = a.o.tasks.seed;
   const TaskShapeArgs& s = a.shape;
+  t.n_docs = s.n_docs.value_or(t.n_docs);
   t.doc_tokens = s.doc_tokens.value_or(t.doc_tokens);
   t.needles = s.needles.value_or(t.needles);
   t.queries = s.queries.value_or(t.queries);
@@ -72,6 +73,9 @@ Result<FidelityTaskOptions> task_options(const FidelityArgs& a, const std::strin
   t.common_freq = s.common_freq.value_or(t.common_freq);
   t.rare_freq = s.rare_freq.value_or(t.rare_freq);
   t.zipf_alpha = s.zipf_alpha.value_or(t.zipf_alpha);
+  t.facts = s.facts.value_or(t.facts);
+  t.session_turns = s.session_turns.value_or(t.session_turns);
+  t.agent_tokens = s.agent_tokens.value_or(t.agent_tokens);
   return t;
 }
 
@@ -92,7 +96,6 @@ void run(FidelityArgs a) {
   j["model"] = a.o.model_path;
   j["threads"] = a.o.n_threads;
   j["prompts"] = a.o.tasks.n_prompts;
-  j["docs"] = a.o.tasks.n_docs;
   j["gen_tokens"] = a.o.gen_tokens;
   std::vector<FidelityRow> fulls;
   std::vector<std::vector<FidelityRow>> per_scheme(a.o.schemes.size());
@@ -108,7 +111,10 @@ void run(FidelityArgs a) {
     fulls.push_back(rep->full);
     for (size_t k = 0; k < rep->rows.size(); ++k) per_scheme[k].push_back(rep->rows[k]);
     if (!j.contains("prompt_tokens")) j["prompt_tokens"] = rep->prompt_tokens, j["doc_tokens"] = t.doc_tokens;
-    j["tasks"].push_back({{"task", t.kind}, {"prompt_tokens", rep->prompt_tokens}, {"doc_tokens", t.doc_tokens}});
+    j["tasks"].push_back({{"task", t.kind},
+                          {"prompt_tokens", rep->prompt_tokens},
+                          {"docs", t.n_docs},
+                          {"doc_tokens", t.doc_tokens}});
     j["rows"].push_back(row_json(t.kind, rep->full));
     for (const FidelityRow& r : rep->rows) j["rows"].push_back(row_json(t.kind, r));
   }
@@ -135,7 +141,8 @@ void register_bench_fidelity(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench-fidelity",
       "Approximate KV-sharing schemes against full recomputation: KL, top-1 agreement, greedy exact match, reuse "
-      "rate, TTFT speed-up and task accuracy on seeded multi-document prompts (passkey and RULER-style tasks)");
+      "rate, TTFT speed-up and task accuracy on seeded multi-document prompts (passkey, RULER-style tasks, multi-round "
+      "chat and an agent workflow)");
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
   cmd->add_option("--schemes", a->schemes,
@@ -146,17 +153,21 @@ void register_bench_fidelity(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--task", a->tasks,
                   "tasks, comma-separated: passkey, mq-niah (multi-query needles), vt (variable tracking), cwe "
-                  "(common words), fwe (frequent words); a table each, and their average")
+                  "(common words), fwe (frequent words), chat (a question about an early turn of a cached conversation), "
+                  "agents (a judge over reused agent reports); a table each, and their average")
       ->delimiter(',')
       ->check(CLI::IsMember(fidelity_task_kinds()))
       ->capture_default_str();
   cmd->add_option("--prompts", a->o.tasks.n_prompts, "prompts per task")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  cmd->add_option("--docs", a->o.tasks.n_docs, "documents per prompt")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--docs", a->shape.n_docs,
+                  "documents per prompt (chat: turns of the history, agents: agents; default per task: chat 8, "
+                  "agents 3, the others 4)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--doc-tokens", a->shape.doc_tokens,
-                  "tokens per document (default per task: passkey 80, mq-niah 200, vt 200, cwe 200, fwe 200; cwe "
-                  "and fwe fill up to it)")
+                  "tokens per document (default per task: passkey 80, mq-niah 200, vt 200, cwe 200, fwe 200, chat 100 "
+                  "per turn, agents 120 per note; cwe and fwe fill up to it)")
       ->check(CLI::Range(48, 100000));
   cmd->add_option("--question-tokens", a->o.tasks.question_tokens,
                   "tokens of the question chunk (filler before the question; 0: the question only)")
@@ -180,9 +191,17 @@ void register_bench_fidelity(CLI::App& app) {
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--zipf-alpha", a->shape.zipf_alpha, "fwe: Zipf exponent of the word counts (default 2)")
       ->check(CLI::Range(1.01, 10.0));
+  cmd->add_option("--facts", a->shape.facts, "chat: facts told in the history, the first one asked (default 3)")
+      ->check(CLI::Range(1, 10));
+  cmd->add_option("--session-turns", a->shape.session_turns,
+                  "chat: turns cached together, as one session of the history (default 2)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--agent-tokens", a->shape.agent_tokens, "agents: most tokens of an agent's report (default 96)")
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV cache of each engine, MiB")->capture_default_str();
   add_kv_dtype_option(cmd, &a->o.kv_dtype);
+  add_act_quant_option(cmd, &a->o.act_quant);
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
   cmd->callback([a] { run(*a); });
 }

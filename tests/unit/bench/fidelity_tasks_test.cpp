@@ -138,6 +138,13 @@ TEST(FidelityTasks, PromptsKeepToTheAskedSize) {
       auto ts = make_fidelity_tasks(tok, o);
       ASSERT_TRUE(ts.is_ok()) << ts.status().message();
       for (const FidelityTask& t : *ts) {
+        // An agent's document is its label until the bench appends the
+        // report; its note is doc_tokens, in the agent's prompt.
+        for (const auto& p : t.producers) {
+          EXPECT_GE(static_cast<int32_t>(p.size()), doc_tokens);
+          EXPECT_LE(static_cast<int32_t>(p.size()), doc_tokens + 80);
+        }
+        if (!t.producers.empty()) continue;
         for (const auto& d : t.docs) {
           EXPECT_LE(static_cast<int32_t>(d.size()), doc_tokens);
           // cwe and fwe fill up to the size, the others hit it exactly;
@@ -146,7 +153,7 @@ TEST(FidelityTasks, PromptsKeepToTheAskedSize) {
             EXPECT_GE(static_cast<int32_t>(d.size()), doc_tokens * 8 / 10);
           }
         }
-        EXPECT_LE(t.prompt().size(), static_cast<size_t>(4 * doc_tokens + 150));
+        EXPECT_LE(t.prompt().size(), static_cast<size_t>(o.n_docs * doc_tokens + 150));
       }
     }
   }
@@ -288,6 +295,79 @@ TEST(FidelityTasks, FweAnswersAreTheThreeMostFrequentCodedWords) {
     const std::string text = docs_text(tok, t);
     expect_top_words(word_counts(text), t.answers);
     EXPECT_NE(text.find(" ...."), std::string::npos);  // the noise rank
+  }
+}
+
+TEST(FidelityTasks, ChatAsksAboutAFactToldInAnEarlyTurnOfSessionsCachedApart) {
+  REQUIRE_TOKENIZER();
+  FidelityTaskOptions o = shape("chat", 12);
+  auto ts = make_fidelity_tasks(tok, o);
+  ASSERT_TRUE(ts.is_ok()) << ts.status().message();
+  const std::regex fact("my ([a-z]+)'s name is ([A-Z][a-z]+)\\.");
+  std::set<int> asked_turns;
+  for (const FidelityTask& t : *ts) {
+    ASSERT_EQ(t.docs.size(), 8u);
+    EXPECT_EQ(t.cache_group, 2);  // sessions of two turns, each cached alone
+    EXPECT_EQ(t.cache_order, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+    std::map<std::string, std::string> name_of;
+    std::map<std::string, int> turn_of;
+    for (size_t d = 0; d < t.docs.size(); ++d) {
+      const std::string turn = tok.decode(t.docs[d]);
+      // A whole user turn and a whole assistant turn.
+      EXPECT_EQ(turn.rfind("<|im_start|>user\n", 0), 0u) << turn;
+      EXPECT_NE(turn.find("<|im_end|>\n<|im_start|>assistant\n"), std::string::npos);
+      EXPECT_EQ(turn.substr(turn.size() - 11), "<|im_end|>\n");
+      for (auto it = std::sregex_iterator(turn.begin(), turn.end(), fact); it != std::sregex_iterator(); ++it) {
+        EXPECT_FALSE(name_of.count((*it)[1])) << "a relation told twice";
+        name_of[(*it)[1]] = (*it)[2];
+        turn_of[(*it)[1]] = static_cast<int>(d);
+      }
+    }
+    EXPECT_EQ(name_of.size(), 3u);
+    std::smatch m;
+    const std::string tail = tok.decode(t.tail);
+    ASSERT_TRUE(std::regex_search(tail, m, std::regex("What is my ([a-z]+)'s name\\?")));
+    ASSERT_EQ(t.answers.size(), 1u);
+    EXPECT_EQ(name_of[m[1]], t.answers[0]);
+    EXPECT_LT(turn_of[m[1]], 4) << "the asked fact is in the first half of the history";
+    asked_turns.insert(turn_of[m[1]]);
+    // No other name of the history holds the answer (substring match).
+    for (const auto& [rel, name] : name_of)
+      if (rel != m[1].str()) EXPECT_EQ(name.find(t.answers[0]), std::string::npos);
+  }
+  EXPECT_EQ(asked_turns.size(), 4u);  // every early turn is asked about
+}
+
+TEST(FidelityTasks, AgentsEachReadTheirOwnNumberAndTheJudgeAsksOne) {
+  REQUIRE_TOKENIZER();
+  FidelityTaskOptions o = shape("agents", 6);
+  auto ts = make_fidelity_tasks(tok, o);
+  ASSERT_TRUE(ts.is_ok()) << ts.status().message();
+  const std::regex needle("The special magic number for ([a-z]+) is ([0-9]+)\\.");
+  for (size_t i = 0; i < ts->size(); ++i) {
+    const FidelityTask& t = (*ts)[i];
+    ASSERT_EQ(t.producers.size(), 3u);
+    EXPECT_EQ(t.produce_tokens, 96);
+    EXPECT_TRUE(t.reports.empty());
+    std::map<std::string, std::string> value_of;
+    for (size_t d = 0; d < 3; ++d) {
+      EXPECT_EQ(tok.decode(t.docs[d]), "\nAgent " + std::to_string(d + 1) + " reported:");
+      const std::string p = tok.decode(t.producers[d]);
+      std::smatch m;
+      ASSERT_TRUE(std::regex_search(p, m, needle)) << p;
+      value_of[m[1]] = m[2];
+      // The agent is asked about its own noun.
+      EXPECT_NE(p.find("What is the special magic number for " + m[1].str() + "?"), std::string::npos);
+    }
+    EXPECT_EQ(value_of.size(), 3u);
+    std::smatch q;
+    const std::string tail = tok.decode(t.tail);
+    ASSERT_TRUE(std::regex_search(tail, q, std::regex("What is the special magic number for ([a-z]+)\\?")));
+    ASSERT_EQ(t.answers.size(), 1u);
+    EXPECT_EQ(value_of[q[1]], t.answers[0]);
+    // The asked agent cycles over the prompts.
+    const std::string asked_producer = tok.decode(t.producers[i % 3]);
+    EXPECT_NE(asked_producer.find(" is " + t.answers[0] + "."), std::string::npos);
   }
 }
 
