@@ -23,7 +23,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results")
     p.add_argument("out")
-    p.add_argument("--task", help="task whose rows to plot (passkey, mq-niah, vt, cwe, fwe or average)")
+    p.add_argument("--task", help="task whose rows to plot (passkey, mq-niah, vt, cwe, fwe, chat, agents or average)")
     a = p.parse_args()
     data = json.load(open(a.results))
     rows = data.get("rows", [])

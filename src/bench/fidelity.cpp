@@ -90,7 +90,7 @@ double kl(const std::vector<float>& lp, const std::vector<float>& lq) {
 struct Acc {
   std::vector<double> kl, speedup, ttft, reuse, reused;
   int64_t top1 = 0, positions = 0, exact = 0, prompts = 0;
-  double correct = 0;  // sum of per-prompt answer scores
+  std::vector<double> scores;  // per-prompt answer scores
 };
 
 FidelityRow finish_row(const std::string& label, const Acc& a) {
@@ -104,7 +104,8 @@ FidelityRow finish_row(const std::string& label, const Acc& a) {
   for (double x : a.reused) r.reused_tokens += x / n;
   r.ttft_s = median(a.ttft);
   r.speedup = median(a.speedup);
-  r.accuracy = a.correct / n;
+  for (double x : a.scores) r.accuracy += x / n;
+  r.scores = a.scores;
   return r;
 }
 
@@ -203,7 +204,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
     if (!ref.error.empty()) return make_error(ErrorCode::kInternal, "full prefill: ", ref.error);
     ++full_acc.prompts;
     full_acc.ttft.push_back(ref.ttft_s);
-    full_acc.correct += fidelity_answer_score(ref.text, t.answers);
+    full_acc.scores.push_back(fidelity_answer_score(ref.text, t.answers));
     if (o.progress) {
       o.progress(o.tasks.kind + " prompt " + std::to_string(i + 1) + "/" + std::to_string(tasks.size()) + " (" +
                  std::to_string(prompt.size()) + " tokens): full TTFT " + std::to_string(ref.ttft_s) + " s, score " +
@@ -246,7 +247,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       }
       a.kl.push_back(n ? sum_kl / double(n) : 0);
       a.exact += greedy.tokens == ref.tokens;
-      a.correct += fidelity_answer_score(greedy.text, t.answers);
+      a.scores.push_back(fidelity_answer_score(greedy.text, t.answers));
       a.ttft.push_back(forced.ttft_s);
       a.speedup.push_back(ref.ttft_s / std::max(forced.ttft_s, 1e-9));
       // The reference engine has no cache: its prefill computed every entry.
@@ -275,6 +276,7 @@ FidelityRow fidelity_average_row(const std::string& label, const std::vector<Fid
     r.ttft_s += x.ttft_s / n;
     r.speedup += x.speedup / n;
     r.accuracy += x.accuracy / n;
+    r.scores.insert(r.scores.end(), x.scores.begin(), x.scores.end());
   }
   return r;
 }

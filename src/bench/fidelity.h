@@ -47,6 +47,7 @@ struct FidelityRow {
   double ttft_s = 0;           // median TTFT of the teacher-forced run
   double speedup = 0;          // median over prompts of TTFT(full) / TTFT(scheme)
   double accuracy = 0;         // mean over prompts of the share of expected answers in the greedy output
+  std::vector<double> scores;  // each prompt's answer score, in prompt order (paired tests against full)
 };
 
 struct FidelityReport {
@@ -59,7 +60,8 @@ struct FidelityReport {
 Result<FidelityReport> run_fidelity(const FidelityOptions& o);
 
 // One row over several tasks' rows of one scheme: each field the mean of
-// theirs, but max_kl the worst.
+// theirs, but max_kl the worst, and scores the tasks' scores one after the
+// other.
 FidelityRow fidelity_average_row(const std::string& label, const std::vector<FidelityRow>& rows);
 
 }  // namespace agentkv
