@@ -130,7 +130,7 @@ Status produce_reports(ServingEngine& e, FidelityTask& t) {
 // cache: each document alone behind cache_head (RAG), a session of turns
 // per request (chat), or each agent's decode replayed token for token
 // (agents: the cached report is decode-phase K/V, as in a real workflow).
-std::vector<ServeRequest> cache_requests(const FidelityTask& t) {
+std::vector<ServeRequest> cache_requests_of(const FidelityTask& t) {
   std::vector<ServeRequest> out;
   if (!t.producers.empty()) {
     for (int32_t d : t.cache_order) {
@@ -157,6 +157,19 @@ std::vector<ServeRequest> cache_requests(const FidelityTask& t) {
   return out;
 }
 
+// Under relay, the requests run under relay too: that is what has the
+// engine capture their hidden states and influence scores (for the agents'
+// reports, decode-phase captures), which relay's prompt then resumes from.
+// Their own prompts hold nothing another document cached, so they reuse
+// nothing.
+std::vector<ServeRequest> cache_requests(const FidelityTask& t, const FidelityScheme& sc) {
+  std::vector<ServeRequest> out = cache_requests_of(t);
+  if (sc.scheme == "relay") {
+    for (ServeRequest& c : out) c.kv_sharing = sc.scheme, c.kv_sharing_params = sc.params;
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
@@ -171,6 +184,9 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
   so.prefix_caching = false;
   AKV_ASSIGN_OR_RETURN(auto full_eng, create_serving_engine(so));
   so.prefix_caching = true;
+  for (const FidelityScheme& sc : o.schemes) {
+    if (sc.scheme == "relay") so.relay_profile = o.relay_profile;
+  }
   AKV_ASSIGN_OR_RETURN(auto eng, create_serving_engine(so));
   const Tokenizer& tok = eng->tokenizer();
   AKV_ASSIGN_OR_RETURN(std::vector<FidelityTask> tasks, make_fidelity_tasks(tok, o.tasks));
@@ -215,7 +231,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       // Each scheme starts from the same cache state: the documents cached
       // alone, in the task's order, under a namespace of its own.
       const std::string ns = tenant + "/" + std::to_string(k);
-      for (ServeRequest& c : cache_requests(t)) {
+      for (ServeRequest& c : cache_requests(t, sc)) {
         c.tenant = ns;
         run_one(*eng, std::move(c));
       }

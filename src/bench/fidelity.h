@@ -30,6 +30,7 @@ struct FidelityOptions {
   int64_t kv_cache_mb = 1024;
   std::string kv_dtype = "f16";  // ServingOptions::kv_dtype
   std::string act_quant = "f32";  // ServingOptions::act_quant
+  std::string relay_profile;      // ServingOptions::relay_profile, when a scheme is relay
   int32_t gen_tokens = 32;
   FidelityTaskOptions tasks;
   std::vector<FidelityScheme> schemes;

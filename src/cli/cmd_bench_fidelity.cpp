@@ -146,7 +146,7 @@ void register_bench_fidelity(CLI::App& app) {
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
   cmd->add_option("--schemes", a->schemes,
-                  "schemes to compare, comma-separated: naive, epic, cacheblend, sparsex; SCHEME:V sets the main "
+                  "schemes to compare, comma-separated: naive, epic, cacheblend, sparsex, relay; SCHEME:V sets the main "
                   "parameter (cacheblend and sparsex: ratio, epic: recompute_tokens), SCHEME:KEY=V any other "
                   "(e.g. sparsex:0.15:boundary_layer=0)")
       ->delimiter(',')
@@ -202,6 +202,11 @@ void register_bench_fidelity(CLI::App& app) {
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV cache of each engine, MiB")->capture_default_str();
   add_kv_dtype_option(cmd, &a->o.kv_dtype);
   add_act_quant_option(cmd, &a->o.act_quant);
+  a->o.relay_profile = "profiles/smollm2-135m-instruct-q4_1.relay.json";
+  cmd->add_option("--relay-profile", a->o.relay_profile,
+                  "relay: the model's layer profile (agentkv profile-relay), loaded only when a scheme is relay; "
+                  "the default is SmolLM2-135M's committed one, '' for none")
+      ->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
   cmd->callback([a] { run(*a); });
 }
