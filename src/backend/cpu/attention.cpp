@@ -103,8 +103,8 @@ struct SeqLr {
 const SeqLr kNoLr;
 
 // Readers of K/V rows as f32, eight lanes at a time or one element: the
-// attention loops read an f16/bf16 cache through these directly (the values
-// kv_to_f32 gives, so the result is the same as over a widened copy).
+// attention loops read an f16/bf16 cache through these directly (kv_to_f32's
+// own conversions, so the result is the same as over a widened copy).
 struct LoadF32 {
   using T = float;
   static float at(const float* p) { return *p; }
@@ -116,19 +116,14 @@ struct LoadF16 {
   using T = uint16_t;
   static float at(const uint16_t* p) { return fp16_to_f32(*p); }
 #if AGENTKV_AVX2
-  static __m256 load8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
+  static __m256 load8(const uint16_t* p) { return cpu::f16x8_to_f32(p); }
 #endif
 };
 struct LoadBF16 {
   using T = uint16_t;
   static float at(const uint16_t* p) { return bf16_to_f32(*p); }
 #if AGENTKV_AVX2
-  static __m256 load8(const uint16_t* p) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-  }
+  static __m256 load8(const uint16_t* p) { return cpu::bf16x8_to_f32(p); }
 #endif
 };
 
