@@ -429,6 +429,8 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       // Preempted after its segments were copied: the recompute is a plain,
       // exact one (the copies are gone with the blocks).
       l.planner.reset();
+      l.defer_begin = -1;
+      std::vector<float>().swap(l.defer_hidden);
     }
     seq_req.push_back(&l);
     if (l.planner && s.begin < l.n_prompt) {
@@ -458,7 +460,8 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     return;
   }
-  if (influence_ || ds_hidden_) store_captures(step, so, seq_req);
+  const bool deferred = std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer_step; });
+  if (influence_ || ds_hidden_ || deferred) store_captures(step, so, seq_req);
   store_owners(step, seq_req);
   sched_->on_step_done(out);
   {
@@ -541,19 +544,48 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       l.influence[p] = inf.empty() ? 0.0f : inf[0];
     }
   }
+  const int32_t n_layers = model_->spec.n_layers;
+  const int64_t d_model = model_->spec.d_model;
+  // One selection over the whole prompt (ReusePlanner::whole_prompt_layer),
+  // unless the rows' one capture is taken by relay's or a profiler watches.
+  const int32_t sel = l.capture || l.kv_probe || l.hits.empty() ? -1 : l.planner->whole_prompt_layer(n_layers);
+  if (sel >= 0 && e < n_prompt) {
+    // Not the prompt's last chunk: every position runs through the
+    // selection layer, and waits there (its hidden state entering it) for
+    // the last chunk, which plans the whole prompt at once.
+    if (l.defer_begin < 0) l.defer_begin = b;
+    if (sel > 0) {
+      l.defer_hidden.resize(static_cast<size_t>(n_prompt * d_model));
+      l.defer_step = true;
+    }
+    for (int32_t p = b; p < e; ++p) {
+      TokenRow row;
+      row.token = r->tokens[p];
+      row.pos = p;
+      row.slot = slot_of(p);
+      row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
+      row.layer_end = sel + 1;
+      if (sel > 0) row.capture_layer = sel;
+      step->rows.push_back(row);
+    }
+    q.row_end = static_cast<int32_t>(step->rows.size());
+    step->seqs.push_back(std::move(q));
+    return;
+  }
+  const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
   ReuseChunk c;
-  c.begin = b;
-  c.n = e - b;
-  c.n_layers = model_->spec.n_layers;
+  c.begin = cb;
+  c.n = e - cb;
+  c.n_layers = n_layers;
   c.n_prompt = n_prompt;
   c.block_tokens = bs;
-  c.reused = std::span<const uint8_t>(l.reused.data() + b, c.n);
-  c.run_start = std::span<const int32_t>(l.run_start.data() + b, c.n);
+  c.reused = std::span<const uint8_t>(l.reused.data() + cb, c.n);
+  c.run_start = std::span<const int32_t>(l.run_start.data() + cb, c.n);
   c.reused_after = e < n_prompt && l.reused[e];
   if (influence_) {
     c.hidden_layer = hidden_ ? capture_layer_ : -1;
-    c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + b, c.n);
-    c.influence = std::span<const float>(l.influence.data() + b, c.n);
+    c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + cb, c.n);
+    c.influence = std::span<const float>(l.influence.data() + cb, c.n);
   }
   std::vector<ReuseRow> want;
   std::vector<ReuseHook> hooks;
@@ -563,7 +595,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   std::vector<int32_t> row_of(c.n, -1);
   size_t w = 0;
   std::sort(want.begin(), want.end(), [](const ReuseRow& x, const ReuseRow& y) { return x.pos < y.pos; });
-  for (int32_t p = b; p < e; ++p) {
+  for (int32_t p = cb; p < e; ++p) {
     while (w < want.size() && want[w].pos < p) ++w;
     const bool planned = w < want.size() && want[w].pos == p;
     if (l.reused[p] && !planned) continue;
@@ -573,7 +605,17 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     row.slot = int64_t{q.blocks[p / bs]} * bs + p % bs;
     row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
     row.logits = s.sample && p == e - 1;
-    if (l.reused[p]) {
+    if (p < b) {
+      // An earlier chunk ran it through the selection layer: it resumes
+      // there (layer 0 has nothing to resume from: it runs again).
+      row.layer_end = planned ? want[w].layer_end : kAllLayers;
+      if (sel > 0) {
+        row.layer_begin = sel;
+        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_model);
+        const auto h = l.defer_hidden.begin() + int64_t{p} * d_model;
+        step->hidden_in.insert(step->hidden_in.end(), h, h + d_model);
+      }
+    } else if (l.reused[p]) {
       row.layer_end = want[w].layer_end;
       // A reused row may resume above layer 0 from its snapshot, nowhere else.
       const int32_t from = want[w].layer_begin;
@@ -586,10 +628,14 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     } else {
       mark_captures(l, &row);
     }
-    row_of[p - b] = static_cast<int32_t>(step->rows.size());
+    row_of[p - cb] = static_cast<int32_t>(step->rows.size());
     step->rows.push_back(row);
   }
   q.row_end = static_cast<int32_t>(step->rows.size());
+  if (cb < b) {
+    l.defer_begin = -1;
+    std::vector<float>().swap(l.defer_hidden);
+  }
   const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
   step->seqs.push_back(std::move(q));
   for (ReuseHook& h : hooks) {
@@ -597,7 +643,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     lh.seq = seq_index;
     lh.layer = h.layer;
     for (int32_t p : h.colsum_pos) {
-      if (p >= b && p < e && row_of[p - b] >= 0) lh.colsum_rows.push_back(row_of[p - b]);
+      if (p >= cb && p < e && row_of[p - cb] >= 0) lh.colsum_rows.push_back(row_of[p - cb]);
     }
     std::sort(lh.colsum_rows.begin(), lh.colsum_rows.end());
     // The step outlives the call; its rows give each hooked row's position.
@@ -673,10 +719,18 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
     // A DroidSpeak request's captures are its snapshots; others' relay's.
     const bool ds = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.critical_layers.empty();
     KvComponent* to = ds ? ds_hidden_.get() : hidden_.get();
+    // A chunk run only through its whole-prompt selection layer: its
+    // captures wait in the request for the prompt's last chunk.
+    Live* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer_step ? seq_of[q] : nullptr;
+    if (defer != nullptr) defer->defer_step = false;
     for (int32_t r = step.seqs[q].row_begin; r < step.seqs[q].row_end; ++r) {
       const TokenRow& row = step.rows[r];
       if (row.capture_layer < 0) continue;
       const float* h = so.captures.data() + ci++ * d;
+      if (defer != nullptr) {
+        std::copy(h, h + d, defer->defer_hidden.begin() + int64_t{row.pos} * d);
+        continue;
+      }
       if (to == nullptr) continue;
       std::span<float> dst = to->write(row.slot, generation_of(row.slot));
       std::copy(h, h + d, dst.begin());

@@ -79,6 +79,13 @@ struct Live {
   std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
   std::vector<float> influence;            // [n_prompt]: a reused position's influence score
   bool capture = false;                    // relay captures: hidden state at the capture layer, influence
+  // Whole-prompt selection (ReusePlanner::whole_prompt_layer): where the
+  // first chunk that ran only through the selection layer began (-1: none
+  // yet), and each such position's hidden state entering that layer
+  // ([n_prompt, d_model], filled as those chunks run, freed once planned).
+  int32_t defer_begin = -1;
+  std::vector<float> defer_hidden;
+  bool defer_step = false;                 // this step's captures of the request go to defer_hidden
   std::function<void(const ServeRequest::KvProbe&)> kv_probe;
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;

@@ -80,6 +80,22 @@ class ReusePlanner {
   // the hooks. Positions not reused always run every layer (the engine adds
   // them; hooks see them too); the last prompt position is never reused.
   virtual void plan_chunk(const ReuseChunk& chunk, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) = 0;
+
+  // A layer >= 0 asks for one selection over the whole prompt however the
+  // scheduler chunks it. Every chunk but the prompt's last then runs each
+  // of its positions densely through that layer (K/V written in layers
+  // [0, layer]), with no planner call; at the last chunk the planner plans
+  // once, a ReuseChunk from the first such chunk's begin to the prompt's
+  // end, and the earlier positions it keeps resume at the layer from their
+  // hidden state entering it. The result is the one-chunk plan's, bit for
+  // bit. The contract: the planner's rows run densely from layer 0 up to
+  // at least this layer, and its hook at this layer reads fresh K/V and
+  // column sums only (an earlier chunk has overwritten that layer's cached
+  // entries). -1: plan each chunk on its own.
+  virtual int32_t whole_prompt_layer(int32_t n_layers) const {
+    (void)n_layers;
+    return -1;
+  }
 };
 
 // The planners of the segment-reuse schemes; params are checked.

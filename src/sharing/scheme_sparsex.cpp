@@ -15,11 +15,14 @@
 //     ratio is what the score adds;
 //   - the engine never reuses the last prompt position, so "the prompt ends
 //     in reused text" means the position before it is reused;
-//   - selection is per scheduled chunk, as for cacheblend: a chunk sees only
-//     its own Sparse-Q rows. A chunk with none (reused text from end to end)
-//     scores with all its rows as queries. Overflow reaches across a chunk
-//     boundary forward (the planner remembers the last position not reused),
-//     not backward (the earlier chunk has run).
+//   - selection is once per prompt, as in the paper, however the scheduler
+//     chunks it (whole_prompt_layer): earlier chunks run through l*, and the
+//     prompt's last chunk plans every position from there. A prompt with no
+//     Sparse-Q row (reused text from end to end) scores with all its rows
+//     as queries. Where selection is per chunk after all (a request whose
+//     relay captures take the rows' one capture), overflow reaches across a
+//     chunk boundary forward (the planner remembers the last position not
+//     reused), not backward (the earlier chunk has run).
 // Exact limit: l* >= the layer count, or ratio 1.0, runs every position in
 // every layer, which is full prefill (bitwise: the rows are a dense prefill's).
 #include <algorithm>
@@ -94,6 +97,11 @@ class SparsexPlanner final : public ReusePlanner {
       for (size_t j = kk; j < scored.size(); ++j) keep[scored[j].second] = 0;
     };
     hooks->push_back(std::move(h));
+  }
+
+  // The hook reads column sums only, and its rows are dense through l*.
+  int32_t whole_prompt_layer(int32_t n_layers) const override {
+    return c_.boundary_layer < n_layers && c_.ratio < 1.0 ? c_.boundary_layer : -1;
   }
 
  private:

@@ -187,6 +187,49 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
   EXPECT_LT(st.computed_token_layers_by_scheme.at("naive"), st.computed_token_layers_by_scheme.at("cacheblend"));
 }
 
+// sparsex selects once over the whole prompt however the scheduler chunks
+// it (ReusePlanner::whole_prompt_layer): in chunks of 64 tokens, the earlier
+// chunks run through the boundary layer and wait; the last one plans every
+// position, and the result equals the one-chunk run bit for bit. The cost
+// is one layer more for each position of the earlier chunks (the boundary
+// layer runs again when they resume there).
+TEST_F(Reuse, SparsexSelectsOnceOverAChunkedPrompt) {
+  auto one_chunk = make("none", true, 64, /*budget=*/2048);
+  auto chunked = make("none", true, 64, /*budget=*/64);
+  ASSERT_TRUE(one_chunk && chunked);
+  for (uint32_t i = 0; i < 4; ++i) {
+    std::vector<std::vector<int32_t>> docs;
+    for (uint32_t j = 0; j < 3; ++j) docs.push_back(doc(2000 + 10 * i + j, 80 + 8 * ((i + j) % 3)));
+    const auto prompt = cat({doc(60 + i, 6), docs[0], docs[1], docs[2], doc(70 + i, 12)});
+    for (int32_t boundary : {5, 0}) {
+      const std::string what = "prompt " + std::to_string(i) + ", boundary layer " + std::to_string(boundary);
+      KvSharingParams p;
+      p.boundary_layer = boundary;
+      std::vector<Outcome> out;
+      for (ServingEngine* e : {one_chunk.get(), chunked.get()}) {
+        const std::string salt = what;  // a fresh namespace per run: the same cache state in both engines
+        for (int j = 2; j >= 0; --j) {
+          ServeRequest c = req(cat({doc(7, 3), docs[j]}), 1);
+          c.cache_salt = salt;
+          one(*e, std::move(c));
+        }
+        ServeRequest r = req(prompt, 4, p);
+        r.kv_sharing = "sparsex";
+        r.cache_salt = salt;
+        out.push_back(one(*e, std::move(r)));
+      }
+      expect_same(out[1], out[0], what);
+      EXPECT_GE(out[0].reused, 200) << what;
+      EXPECT_EQ(out[1].reused, out[0].reused) << what;
+      // The earlier chunks' positions ran the boundary layer twice.
+      const int64_t extra = out[1].prefill_token_layers - out[0].prefill_token_layers;
+      EXPECT_GE(extra, 4 * 64) << what;
+      EXPECT_LT(extra, static_cast<int64_t>(prompt.size())) << what;
+      EXPECT_EQ(extra % 64, 0) << what;  // whole chunks of 64
+    }
+  }
+}
+
 // Under memory pressure and chunked prefill, sources evicted between the
 // lookup (first chunk) and the copy (a later chunk) are recomputed: the
 // request never fails.
