@@ -120,8 +120,10 @@ Status Runner::validate(const Step& step) const {
       return make_error(ErrorCode::kInternal, "a row starting at layer ", row.layer_begin,
                         row.layer_begin > 0 ? " needs an injected hidden state" : " takes no injected hidden state");
     }
-    if (row.capture_layer != -1 && (row.capture_layer < row.layer_begin || row.capture_layer >= end)) {
-      return make_error(ErrorCode::kInternal, "capture layer ", row.capture_layer, " outside the row's layers");
+    if (row.capture_layer != -1 &&
+        (row.capture_layer < row.layer_begin || row.capture_layer > end || row.capture_layer >= s.n_layers)) {
+      return make_error(ErrorCode::kInternal, "capture layer ", row.capture_layer,
+                        " outside the row's layers and the one it stops at");
     }
     if (row.write_mask < -1 || row.write_mask >= static_cast<int64_t>(step.write_masks.size())) {
       return make_error(ErrorCode::kInternal, "row write mask ", row.write_mask, " outside the step's masks");
@@ -363,6 +365,14 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     for (int64_t r = 0; r < R; ++r) {
       const TokenRow& row = step.rows[r];
       if (row.layer_begin <= l && l < row_end_[r] && !dropped_[r]) want_.push_back(static_cast<int32_t>(r));
+    }
+    // A row that stops at l with its capture there leaves with the hidden
+    // state entering l: taken before the rows are compacted without it.
+    for (size_t i = 0; i < active_.size(); ++i) {
+      const int32_t r = active_[i];
+      if (step.rows[r].capture_layer == l && row_end_[r] == l) {
+        std::memcpy(&out->captures[int64_t{capture_at_[r]} * s.d_model], &x_[i * s.d_model], sizeof(float) * s.d_model);
+      }
     }
     if (want_ != active_) set_active(step, want_);
     if (active_.empty()) continue;

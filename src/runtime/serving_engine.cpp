@@ -550,9 +550,11 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   // unless the rows' one capture is taken by relay's or a profiler watches.
   const int32_t sel = l.capture || l.kv_probe || l.hits.empty() ? -1 : l.planner->whole_prompt_layer(n_layers);
   if (sel >= 0 && e < n_prompt) {
-    // Not the prompt's last chunk: every position runs through the
-    // selection layer, and waits there (its hidden state entering it) for
-    // the last chunk, which plans the whole prompt at once.
+    // Not the prompt's last chunk: every position runs up to the selection
+    // layer and waits there (its hidden state entering it) for the last
+    // chunk, which plans the whole prompt at once; that layer's cached
+    // entries stay for the hook to read. At layer 0 there is nothing to
+    // wait with: the chunk runs layer 0, and again with the last chunk.
     if (l.defer_begin < 0) l.defer_begin = b;
     if (sel > 0) {
       l.defer_hidden.resize(static_cast<size_t>(n_prompt * d_model));
@@ -564,7 +566,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       row.pos = p;
       row.slot = slot_of(p);
       row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
-      row.layer_end = sel + 1;
+      row.layer_end = std::max(sel, 1);
       if (sel > 0) row.capture_layer = sel;
       step->rows.push_back(row);
     }
@@ -606,8 +608,8 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
     row.logits = s.sample && p == e - 1;
     if (p < b) {
-      // An earlier chunk ran it through the selection layer: it resumes
-      // there (layer 0 has nothing to resume from: it runs again).
+      // An earlier chunk ran it up to the selection layer: it resumes there
+      // (from layer 0 when that is the selection layer).
       row.layer_end = planned ? want[w].layer_end : kAllLayers;
       if (sel > 0) {
         row.layer_begin = sel;

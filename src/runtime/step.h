@@ -35,7 +35,8 @@ struct TokenRow {
   int32_t layer_end = kAllLayers;
   int32_t hidden_in = -1;      // row of Step::hidden_in (layer_begin > 0 only)
   // Capture: the hidden state entering this layer (in [layer_begin,
-  // layer_end)) is written to the runner's capture output; -1: none.
+  // layer_end], below the layer count; at layer_end, the state the row
+  // stops with) is written to the runner's capture output; -1: none.
   int32_t capture_layer = -1;
   // Capture: the attention mass this row's query gives each key position of
   // its sequence, summed over the layers it is active in and all query

@@ -83,15 +83,15 @@ class ReusePlanner {
 
   // A layer >= 0 asks for one selection over the whole prompt however the
   // scheduler chunks it. Every chunk but the prompt's last then runs each
-  // of its positions densely through that layer (K/V written in layers
-  // [0, layer]), with no planner call; at the last chunk the planner plans
-  // once, a ReuseChunk from the first such chunk's begin to the prompt's
-  // end, and the earlier positions it keeps resume at the layer from their
-  // hidden state entering it. The result is the one-chunk plan's, bit for
-  // bit. The contract: the planner's rows run densely from layer 0 up to
-  // at least this layer, and its hook at this layer reads fresh K/V and
-  // column sums only (an earlier chunk has overwritten that layer's cached
-  // entries). -1: plan each chunk on its own.
+  // of its positions densely up to that layer (K/V written in the layers
+  // below it; layer 0 itself when the layer is 0), with no planner call; at
+  // the last chunk the planner plans once, a ReuseChunk from the first such
+  // chunk's begin to the prompt's end, and the earlier positions it plans
+  // resume at the layer from their hidden state entering it. The cached
+  // entries at the layer are still there for its hook (layer 0 aside).
+  // The result is the one-chunk plan's, bit for bit. The contract: the
+  // planner's rows run densely from layer 0 through at least this layer,
+  // where its hook decides. -1: plan each chunk on its own.
   virtual int32_t whole_prompt_layer(int32_t n_layers) const {
     (void)n_layers;
     return -1;

@@ -3,9 +3,9 @@
 // reused tokens are scored by the squared L2 distance between their fresh V
 // and the V copied from the cache (CacheBlend's code; LMCache uses K), and
 // the top `ratio` of them (default 0.15) stay; the others keep the cached
-// K/V above the check layer. Tokens not reused always stay. Selection is per
-// scheduled chunk: a prompt prefilled in several chunks selects the top
-// ratio of each chunk's reused tokens.
+// K/V above the check layer. Tokens not reused always stay. Selection is
+// once per prompt however the scheduler chunks it (whole_prompt_layer): the
+// top ratio of all its reused tokens, as CacheBlend does.
 // Exact limit: ratio 1.0 keeps every token in every layer, which is full
 // prefill (bitwise, since the rows are those of a dense prefill).
 #include <algorithm>
@@ -55,6 +55,11 @@ class CacheblendPlanner final : public ReusePlanner {
       for (size_t j = kk; j < scored.size(); ++j) keep[scored[j].second] = 0;
     };
     hooks->push_back(std::move(h));
+  }
+
+  // Its rows are dense through the check layer, where the hook decides.
+  int32_t whole_prompt_layer(int32_t n_layers) const override {
+    return check_layer_ < n_layers && ratio_ < 1.0 ? check_layer_ : -1;
   }
 
  private:

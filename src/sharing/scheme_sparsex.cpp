@@ -16,7 +16,7 @@
 //   - the engine never reuses the last prompt position, so "the prompt ends
 //     in reused text" means the position before it is reused;
 //   - selection is once per prompt, as in the paper, however the scheduler
-//     chunks it (whole_prompt_layer): earlier chunks run through l*, and the
+//     chunks it (whole_prompt_layer): earlier chunks run up to l*, and the
 //     prompt's last chunk plans every position from there. A prompt with no
 //     Sparse-Q row (reused text from end to end) scores with all its rows
 //     as queries. Where selection is per chunk after all (a request whose

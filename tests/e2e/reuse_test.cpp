@@ -187,13 +187,13 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
   EXPECT_LT(st.computed_token_layers_by_scheme.at("naive"), st.computed_token_layers_by_scheme.at("cacheblend"));
 }
 
-// sparsex selects once over the whole prompt however the scheduler chunks
-// it (ReusePlanner::whole_prompt_layer): in chunks of 64 tokens, the earlier
-// chunks run through the boundary layer and wait; the last one plans every
-// position, and the result equals the one-chunk run bit for bit. The cost
-// is one layer more for each position of the earlier chunks (the boundary
-// layer runs again when they resume there).
-TEST_F(Reuse, SparsexSelectsOnceOverAChunkedPrompt) {
+// sparsex and cacheblend select once over the whole prompt however the
+// scheduler chunks it (ReusePlanner::whole_prompt_layer): in chunks of 64
+// tokens, the earlier chunks run up to the selection layer and wait; the
+// last one plans every position, and the result equals the one-chunk run
+// bit for bit, at the same cost (a selection at layer 0 runs layer 0 twice
+// for the earlier chunks' positions).
+TEST_F(Reuse, SelectionIsOnceOverAChunkedPrompt) {
   auto one_chunk = make("none", true, 64, /*budget=*/2048);
   auto chunked = make("none", true, 64, /*budget=*/64);
   ASSERT_TRUE(one_chunk && chunked);
@@ -201,10 +201,13 @@ TEST_F(Reuse, SparsexSelectsOnceOverAChunkedPrompt) {
     std::vector<std::vector<int32_t>> docs;
     for (uint32_t j = 0; j < 3; ++j) docs.push_back(doc(2000 + 10 * i + j, 80 + 8 * ((i + j) % 3)));
     const auto prompt = cat({doc(60 + i, 6), docs[0], docs[1], docs[2], doc(70 + i, 12)});
-    for (int32_t boundary : {5, 0}) {
-      const std::string what = "prompt " + std::to_string(i) + ", boundary layer " + std::to_string(boundary);
+    for (int32_t layer : {5, 0, 1}) {
+      // sparsex at its boundary layer 5 and 0; cacheblend at check layer 1.
+      const char* scheme = layer == 1 ? "cacheblend" : "sparsex";
+      const std::string what =
+          "prompt " + std::to_string(i) + ", " + scheme + " selecting at layer " + std::to_string(layer);
       KvSharingParams p;
-      p.boundary_layer = boundary;
+      if (layer != 1) p.boundary_layer = layer;
       std::vector<Outcome> out;
       for (ServingEngine* e : {one_chunk.get(), chunked.get()}) {
         const std::string salt = what;  // a fresh namespace per run: the same cache state in both engines
@@ -214,18 +217,21 @@ TEST_F(Reuse, SparsexSelectsOnceOverAChunkedPrompt) {
           one(*e, std::move(c));
         }
         ServeRequest r = req(prompt, 4, p);
-        r.kv_sharing = "sparsex";
+        r.kv_sharing = scheme;
         r.cache_salt = salt;
         out.push_back(one(*e, std::move(r)));
       }
       expect_same(out[1], out[0], what);
       EXPECT_GE(out[0].reused, 200) << what;
       EXPECT_EQ(out[1].reused, out[0].reused) << what;
-      // The earlier chunks' positions ran the boundary layer twice.
       const int64_t extra = out[1].prefill_token_layers - out[0].prefill_token_layers;
-      EXPECT_GE(extra, 4 * 64) << what;
-      EXPECT_LT(extra, static_cast<int64_t>(prompt.size())) << what;
-      EXPECT_EQ(extra % 64, 0) << what;  // whole chunks of 64
+      if (layer > 0) {
+        EXPECT_EQ(extra, 0) << what;
+      } else {  // the earlier chunks' positions ran layer 0 twice: whole chunks of 64
+        EXPECT_GE(extra, 4 * 64) << what;
+        EXPECT_LT(extra, static_cast<int64_t>(prompt.size())) << what;
+        EXPECT_EQ(extra % 64, 0) << what;
+      }
     }
   }
 }

@@ -109,11 +109,14 @@ TEST_P(RunnerLayers, InjectedHiddenStateContinuesTheDenseForward) {
     EXPECT_EQ(ref.row_layers, int64_t{n} * r.spec().n_layers);
 
     // Lower layers into other blocks, then the upper layers from the captures.
+    // They capture where they stop: the state they leave with is the one
+    // the dense run had entering k.
     Step low = dense_step(toks, 4);
-    for (auto& row : low.rows) row.layer_end = k, row.logits = false;
+    for (auto& row : low.rows) row.layer_end = k, row.logits = false, row.capture_layer = k;
     StepOutput o1;
     ASSERT_TRUE(r.runner->execute(low, &o1).is_ok());
     EXPECT_EQ(o1.row_layers, int64_t{n} * k);
+    EXPECT_EQ(o1.captures, ref.captures) << "captured at the end layer " << k;
     Step high = dense_step(toks, 4);
     high.hidden_in = ref.captures;
     for (int32_t p = 0; p < n; ++p) high.rows[p].layer_begin = k, high.rows[p].hidden_in = p;
@@ -293,6 +296,8 @@ TEST(RunnerLayersValidation, RejectsMalformedRowsHooksAndCopies) {
   EXPECT_EQ(bad([](Step& s) { s.rows[1].layer_begin = 1; }), ErrorCode::kInternal);  // no hidden state
   EXPECT_EQ(bad([](Step& s) { s.rows[1].hidden_in = 0; }), ErrorCode::kInternal);    // at layer 0
   EXPECT_EQ(bad([](Step& s) { s.rows[1].capture_layer = 3; }), ErrorCode::kInternal);
+  EXPECT_EQ(bad([](Step& s) { s.rows[1].layer_end = 1, s.rows[1].capture_layer = 2; }), ErrorCode::kInternal);
+  EXPECT_EQ(bad([](Step& s) { s.rows[1].layer_end = 2, s.rows[1].capture_layer = 2; }), ErrorCode::kOk);  // where it stops
   EXPECT_EQ(bad([](Step& s) { s.hooks.push_back(LayerHook{1, 0, {}, [](const HookView&, std::span<uint8_t>) {}}); }),
             ErrorCode::kInternal);
   EXPECT_EQ(bad([](Step& s) { s.hooks.push_back(LayerHook{0, 0, {}, nullptr}); }), ErrorCode::kInternal);
