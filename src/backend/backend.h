@@ -185,6 +185,15 @@ class backend_i {
   // output whatever m and the thread count (batch invariance, DESIGN.md §4).
   virtual void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) = 0;
 
+  // Two products of one input, ya = x · dequant(a)^T and yb = x · dequant(b)^T
+  // (k/v, gate/up): the same bits as two matmul_quant calls. A backend may
+  // run them as one pass and round the activations once (ActQuant::kQ8).
+  virtual void matmul_quant_pair(const float* x, const QuantMatrix& a, float* ya, const QuantMatrix& b, float* yb,
+                                 int64_t m) {
+    matmul_quant(x, a, ya, m);
+    matmul_quant(x, b, yb, m);
+  }
+
   // y[i] += x[i] for i < n (residual).
   virtual void add(const float* x, float* y, int64_t n) = 0;
 

@@ -34,6 +34,18 @@ void Runner::linear(const float* x, const DenseTensor& w, float* y, int64_t R, i
   }
 }
 
+void Runner::linear_pair(const float* x, int64_t R, int64_t k, const DenseTensor& wa, float* ya, int64_t na,
+                         const DenseTensor& wb, float* yb, int64_t nb) {
+  if (!wa.packed.empty() && !wb.packed.empty() && backend_->supports_quant(wa.packed_type) &&
+      backend_->supports_quant(wb.packed_type)) {
+    backend_->matmul_quant_pair(x, QuantMatrix{wa.packed_type, wa.packed.data(), wa.packed_row_bytes, na, k}, ya,
+                                QuantMatrix{wb.packed_type, wb.packed.data(), wb.packed_row_bytes, nb, k}, yb, R);
+    return;
+  }
+  linear(x, wa, ya, R, k, na);
+  linear(x, wb, yb, R, k, nb);
+}
+
 void Runner::embed(int32_t token, float* dst) const {
   // A packed-only table decodes the row to exactly what an f32 copy holds.
   if (!model_->w.tok_embd.row_f32(token, dst))
@@ -559,8 +571,7 @@ void Runner::project_kv(int layer, const int64_t* wslots) {
     for (int64_t j = 0; j < n; ++j) std::memcpy(&hk_[j * d], &h_[kv_rows_[j] * d], sizeof(float) * d);
     hk = hk_.data();
   }
-  linear(hk, w.wk, k_.data(), n, d, kvd);
-  linear(hk, w.wv, v_.data(), n, d, kvd);
+  linear_pair(hk, n, d, w.wk, k_.data(), kvd, w.wv, v_.data(), kvd);
   // LoRA on k and v for the adapters' rows among them, in gathered indexes.
   kv_pos_of_.assign(active_.size(), -1);
   for (int64_t j = 0; j < n; ++j) kv_pos_of_[kv_rows_[j]] = static_cast<int32_t>(j);
@@ -696,9 +707,8 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
 
   // Feed-forward block: x += W_down · (silu(W_gate h) * W_up h), h = norm(x).
   be.rms_norm(x_.data(), w.ffn_norm.f32(), h_.data(), R, s.d_model, s.norm_eps);
-  linear(h_.data(), w.w_gate, gate_.data(), R, s.d_model, s.ffn_dim);
+  linear_pair(h_.data(), R, s.d_model, w.w_gate, gate_.data(), s.ffn_dim, w.w_up, up_.data(), s.ffn_dim);
   apply_lora(layer, LoraTarget::kGate, h_.data(), s.d_model, gate_.data(), s.ffn_dim);
-  linear(h_.data(), w.w_up, up_.data(), R, s.d_model, s.ffn_dim);
   apply_lora(layer, LoraTarget::kUp, h_.data(), s.d_model, up_.data(), s.ffn_dim);
   be.swiglu(gate_.data(), up_.data(), gate_.data(), R * s.ffn_dim);
   linear(gate_.data(), w.w_down, x_.data(), R, s.ffn_dim, s.d_model, /*accumulate=*/true);

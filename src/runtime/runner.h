@@ -60,6 +60,10 @@ class Runner {
   void apply_lora(int layer, LoraTarget t, const float* x, int64_t k, float* y, int64_t n);
   // y[R, n] = x[R, k] · w^T (+ y): the packed weights where the backend reads them.
   void linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n, bool accumulate = false);
+  // linear for two matrices of one input (k/v, gate/up), as one backend pass
+  // where both are packed: the same bits as two linear calls.
+  void linear_pair(const float* x, int64_t R, int64_t k, const DenseTensor& wa, float* ya, int64_t na,
+                   const DenseTensor& wb, float* yb, int64_t nb);
   // dst[d_model] = the token's embedding row, from the f32 copy or the packed blocks.
   void embed(int32_t token, float* dst) const;
   // Makes `want` (Step row indexes, ascending) the active rows: continuing

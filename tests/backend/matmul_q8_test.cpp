@@ -174,6 +174,41 @@ TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) {
   }
 }
 
+// matmul_quant_pair (k/v, gate/up: one pass, the activations rounded once)
+// gives two matmul_quant calls' bits, in both activation modes, for any
+// row and thread count, mixed types and widths included.
+TEST_P(MatmulQ8Test, PairEqualsTwoProducts) {
+  const GgmlType t = GetParam();
+  const uint32_t id = static_cast<uint32_t>(t);
+  const auto tr = *ggml_type_traits(id);
+  const uint32_t other = static_cast<uint32_t>(t == GgmlType::kQ8_0 ? GgmlType::kQ4_1 : GgmlType::kQ8_0);
+  const auto tr2 = *ggml_type_traits(other);
+  std::mt19937 rng(7 + id);
+  const int64_t k = 96;
+  for (int64_t na : {8, 37, 200}) {
+    const int64_t nb = na + 11;
+    const auto wa = random_matrix(rng, t, na, k, 3 * tr.block_bytes);
+    const auto wb = random_matrix(rng, static_cast<GgmlType>(other), nb, k, 3 * tr2.block_bytes);
+    const QuantMatrix qa{id, wa.data(), 3 * tr.block_bytes, na, k}, qb{other, wb.data(), 3 * tr2.block_bytes, nb, k};
+    for (ActQuant aq : {ActQuant::kF32, ActQuant::kQ8}) {
+      for (int threads : {1, 2, 3}) {
+        auto be = backend_cpu_init({.n_threads = threads, .act_quant = aq});
+        for (int64_t m : {1, 4, 13}) {
+          const auto x = random_vec(rng, m * k);
+          std::vector<float> a1(m * na), b1(m * nb), a2(m * na, 1.0f), b2(m * nb, 1.0f);
+          be->matmul_quant(x.data(), qa, a1.data(), m);
+          be->matmul_quant(x.data(), qb, b1.data(), m);
+          be->matmul_quant_pair(x.data(), qa, a2.data(), qb, b2.data(), m);
+          const std::string where = std::string(tr.name) + " na=" + std::to_string(na) + " m=" + std::to_string(m) +
+                                    " threads=" + std::to_string(threads) + (aq == ActQuant::kQ8 ? " q8" : " f32");
+          EXPECT_EQ(a2, a1) << where;
+          EXPECT_EQ(b2, b1) << where;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, MatmulQ8Test, ::testing::ValuesIn(kTypes), [](const auto& info) {
   return std::string(ggml_type_traits(static_cast<uint32_t>(info.param))->name);
 });

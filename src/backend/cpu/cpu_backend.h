@@ -38,6 +38,8 @@ class CpuBackend final : public backend_i {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   bool supports_quant(uint32_t type) const override;  // matmul_quant.cpp
   void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) override;
+  void matmul_quant_pair(const float* x, const QuantMatrix& a, float* ya, const QuantMatrix& b, float* yb,
+                         int64_t m) override;
   void add(const float* x, float* y, int64_t n) override;
   void kv_write(const KvLayerView& kv, const float* k_rows, const float* v_rows, const int64_t* slots,
                 int64_t rows) override;

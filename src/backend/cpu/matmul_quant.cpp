@@ -16,6 +16,13 @@ bool backend_cpu_reads_packed(uint32_t type) { return cpu::quant_block_elems(typ
 // decode is bound by reading the packed weights, and each thread streams its
 // own rows. Slices are multiples of 8 rows to keep neighbours off each
 // other's cache lines of y.
+namespace {
+
+// The column slice of one thread: a multiple of 8, at least 8.
+int64_t column_chunk(int64_t n, int threads) { return std::max<int64_t>(8, ((n + threads - 1) / threads + 7) / 8 * 8); }
+
+}  // namespace
+
 void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate) {
   const int64_t n = w.n, k = w.k;
   if (m <= 0 || n <= 0) return;
@@ -30,8 +37,7 @@ void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, in
     if (!accumulate) std::memset(y, 0, sizeof(float) * m * n);
     return;
   }
-  const int t = pool_.size();
-  const int64_t chunk = std::max<int64_t>(8, ((n + t - 1) / t + 7) / 8 * 8);
+  const int64_t chunk = column_chunk(n, pool_.size());
   const int64_t n_chunks = (n + chunk - 1) / chunk;
   if (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(w.type)) {
     cpu::q8_resize(q8_x_, m, k);
@@ -43,6 +49,43 @@ void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, in
   }
   parallel_for(n_chunks, 1, [&](int64_t b, int64_t e) {
     cpu::quant_gemv_rows(x, w, y, m, n, b * chunk, std::min(n, e * chunk), accumulate);
+  });
+}
+
+// Both matrices' column slices in one pass over the pool, and under kQ8 the
+// rows rounded once: one fork-join and one quantization instead of two. Each
+// column is computed by the kernel matmul_quant would use, and its value
+// does not depend on the slicing, so the bits are the same.
+void CpuBackend::matmul_quant_pair(const float* x, const QuantMatrix& a, float* ya, const QuantMatrix& b, float* yb,
+                                   int64_t m) {
+  const int64_t block_a = cpu::quant_block_elems(a.type), block_b = cpu::quant_block_elems(b.type);
+  const bool q8 = act_quant_ == ActQuant::kQ8 && cpu::q8_supports(a.type);
+  if (m <= 0 || a.k != b.k || a.k <= 0 || a.n <= 0 || b.n <= 0 || block_a == 0 || block_b == 0 ||
+      a.k % block_a != 0 || a.k % block_b != 0 || q8 != (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(b.type))) {
+    CpuBackend::matmul_quant(x, a, ya, m);
+    CpuBackend::matmul_quant(x, b, yb, m);
+    return;
+  }
+  const int t = pool_.size();
+  const int64_t chunk_a = column_chunk(a.n, t), chunk_b = column_chunk(b.n, t);
+  const int64_t n_a = (a.n + chunk_a - 1) / chunk_a, n_b = (b.n + chunk_b - 1) / chunk_b;
+  if (q8) {
+    cpu::q8_resize(q8_x_, m, a.k);
+    parallel_for(m, 16, [&](int64_t lo, int64_t hi) { cpu::q8_quantize_rows(x, q8_x_, lo, hi); });
+  }
+  parallel_for(n_a + n_b, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const bool first = i < n_a;
+      const QuantMatrix& w = first ? a : b;
+      float* y = first ? ya : yb;
+      const int64_t chunk = first ? chunk_a : chunk_b, c0 = (first ? i : i - n_a) * chunk;
+      const int64_t c1 = std::min(w.n, c0 + chunk);
+      if (q8) {
+        cpu::q8_gemm_rows(q8_x_, w, y, w.n, c0, c1, false);
+      } else {
+        cpu::quant_gemv_rows(x, w, y, m, w.n, c0, c1, false);
+      }
+    }
   });
 }
 
