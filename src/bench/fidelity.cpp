@@ -180,7 +180,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
   so.kv_cache_mb = o.kv_cache_mb;
   so.kv_dtype = o.kv_dtype;
   so.act_quant = o.act_quant;
-  so.max_batch_tokens = 16384;  // one chunk per prompt: selection sees the whole prompt
+  so.max_batch_tokens = o.max_batch_tokens;
   so.prefix_caching = false;
   AKV_ASSIGN_OR_RETURN(auto full_eng, create_serving_engine(so));
   so.prefix_caching = true;

@@ -31,6 +31,9 @@ struct FidelityOptions {
   std::string kv_dtype = "f16";  // ServingOptions::kv_dtype
   std::string act_quant = "f32";  // ServingOptions::act_quant
   std::string relay_profile;      // ServingOptions::relay_profile, when a scheme is relay
+  // ServingOptions::max_batch_tokens of both engines: a prompt longer is
+  // prefilled in chunks (cacheblend and sparsex still select once over it).
+  int32_t max_batch_tokens = 16384;
   int32_t gen_tokens = 32;
   FidelityTaskOptions tasks;
   std::vector<FidelityScheme> schemes;

@@ -200,6 +200,11 @@ void register_bench_fidelity(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV cache of each engine, MiB")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", a->o.max_batch_tokens,
+                  "prompt tokens per step of each engine: a longer prompt is prefilled in chunks (the default "
+                  "takes every prompt here in one)")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
   add_kv_dtype_option(cmd, &a->o.kv_dtype);
   add_act_quant_option(cmd, &a->o.act_quant);
   a->o.relay_profile = "profiles/smollm2-135m-instruct-q4_1.relay.json";
