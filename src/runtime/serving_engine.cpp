@@ -533,6 +533,15 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
   }
   auto slot_of = [&](int32_t p) { return int64_t{q.blocks[p / bs]} * bs + p % bs; };
+  // A row of prompt position p with its token, slot and weights; the plan sets its layers.
+  auto prompt_row = [&](int32_t p) {
+    TokenRow row;
+    row.token = r->tokens[p];
+    row.pos = p;
+    row.slot = slot_of(p);
+    row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
+    return row;
+  };
   if (influence_) {
     l.has_hidden.resize(n_prompt, 0);
     l.influence.resize(n_prompt, 0.0f);
@@ -561,11 +570,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       l.defer_step = true;
     }
     for (int32_t p = b; p < e; ++p) {
-      TokenRow row;
-      row.token = r->tokens[p];
-      row.pos = p;
-      row.slot = slot_of(p);
-      row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
+      TokenRow row = prompt_row(p);
       row.layer_end = std::max(sel, 1);
       if (sel > 0) row.capture_layer = sel;
       step->rows.push_back(row);
@@ -601,11 +606,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     while (w < want.size() && want[w].pos < p) ++w;
     const bool planned = w < want.size() && want[w].pos == p;
     if (l.reused[p] && !planned) continue;
-    TokenRow row;
-    row.token = r->tokens[p];
-    row.pos = p;
-    row.slot = int64_t{q.blocks[p / bs]} * bs + p % bs;
-    row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
+    TokenRow row = prompt_row(p);
     row.logits = s.sample && p == e - 1;
     if (p < b) {
       // An earlier chunk ran it up to the selection layer: it resumes there
