@@ -61,6 +61,16 @@ struct SchedRequest {
   // (rounded up to a block): blocks holding K/V copied from a segment stay
   // out, so a deleted or evicted segment is not served again from a copy.
   int32_t approx_index_from = 0;
+  // Work in token rows (token-layers / layers, rounded up) beyond the
+  // request's tokens, set by the engine (a whole-prompt selection,
+  // ReusePlanner::whole_prompt_layer; the scheduler knows no scheme):
+  // - prompt_end_work: what the chunk that completes the prompt carries
+  //   besides its tokens (earlier chunks' positions at the selection layer);
+  // - pending_work: rows of tokens already scheduled that still wait to run
+  //   (the rows kept above the selection layer). While it is > 0 the request
+  //   gets shares of work with no tokens, and samples nothing in between.
+  int32_t prompt_end_work = 0;
+  int32_t pending_work = 0;
 };
 
 }  // namespace agentkv

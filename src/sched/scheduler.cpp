@@ -50,6 +50,8 @@ bool Scheduler::allocate_to(SchedRequest* r, int32_t end) {
 void Scheduler::preempt(SchedRequest* r, SchedulerOutput* out) {
   free_kv(r->id);
   r->n_computed = 0;
+  r->prompt_end_work = 0;
+  r->pending_work = 0;
   r->state = RequestState::kWaiting;
   ++r->n_preemptions;
   ++n_preemptions_;
@@ -114,11 +116,20 @@ SchedulerOutput Scheduler::schedule() {
   int32_t budget = cfg_.max_batch_tokens;
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     SchedRequest* r = running_[i];
+    if (r->pending_work > 0) {
+      // Rows of tokens it already has slots for: no tokens, no sampling.
+      const int32_t w = std::min(r->pending_work, budget);
+      out.seqs.push_back({r, r->n_computed, 0, false, w});
+      budget -= w;
+      continue;
+    }
     const int32_t n = std::min(next_chunk(*r, r->n_computed), budget);
     if (n <= 0) continue;
     if (!ensure_slots(r, r->n_computed + n, &out)) break;  // r preempted itself: it was the last
-    out.seqs.push_back({r, r->n_computed, n, r->n_computed + n == static_cast<int32_t>(r->tokens.size())});
-    budget -= n;
+    const int32_t end = r->n_computed + n;
+    const int32_t work = end == r->n_prompt && r->n_computed < r->n_prompt ? r->prompt_end_work : 0;
+    out.seqs.push_back({r, r->n_computed, n, end == static_cast<int32_t>(r->tokens.size()), work});
+    budget -= n + work;
   }
   // As vLLM: no admissions in a step that had to preempt.
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&

@@ -1,7 +1,8 @@
 // Continuous batching with chunked prefill (vLLM v1's scheduler, reduced):
 // every step spends at most max_batch_tokens token rows, first on running
-// requests in arrival order (one decode token each, or the next prefill
-// chunk), then on waiting requests FCFS, each admitted with its longest
+// requests in arrival order (one decode token each, the next prefill chunk,
+// or a share of work the engine left pending: SchedRequest::pending_work),
+// then on waiting requests FCFS, each admitted with its longest
 // cached prefix. When the pool cannot supply blocks, the most recently
 // admitted running request is preempted: its blocks are freed (they stay
 // cached, so the recompute usually hits) and it goes back to the head of the
@@ -33,6 +34,9 @@ struct ScheduledSeq {
   int32_t begin = 0;
   int32_t n = 0;
   bool sample = false;  // the chunk ends at the last token: sample the next one
+  // Token rows of work beyond the n tokens (SchedRequest::prompt_end_work,
+  // or a share of pending_work with n == 0); counted in the step's budget.
+  int32_t work = 0;
 };
 
 struct SchedulerOutput {
@@ -45,6 +49,12 @@ struct SchedulerOutput {
   int32_t n_tokens() const {
     int32_t t = 0;
     for (const auto& s : seqs) t += s.n;
+    return t;
+  }
+  // Token rows: the tokens plus the extra work.
+  int32_t n_work() const {
+    int32_t t = 0;
+    for (const auto& s : seqs) t += s.n + s.work;
     return t;
   }
 };

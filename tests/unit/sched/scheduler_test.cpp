@@ -59,6 +59,74 @@ TEST(Scheduler, ChunkedPrefillThenDecode) {
   EXPECT_EQ(kv.num_slots(1), 71);
 }
 
+// Work beyond tokens (a whole-prompt selection's rows, set by the engine):
+// the chunk that completes the prompt spends prompt_end_work of the budget
+// besides its tokens, and pending_work runs as shares with no tokens, none
+// sampled, within the budget, before the request's next token.
+TEST(Scheduler, WorkBeyondTokensIsBudgetedAndRunsBeforeTheNextToken) {
+  KvManager kv(64, kBs);
+  Scheduler s(&kv, {/*max_batch_tokens=*/32, /*max_running=*/8, true});
+  s.add(make_req(1, iota_tokens(40)));
+  SchedulerOutput out = step(s);
+  ASSERT_EQ(out.seqs.size(), 1u);
+  EXPECT_EQ(out.seqs[0].n, 32);
+  EXPECT_EQ(out.seqs[0].work, 0);
+  SchedRequest* r = s.find(1);
+  r->prompt_end_work = 20;
+  s.add(make_req(2, iota_tokens(30, 500)));
+  out = s.schedule();  // request 1's last 8 tokens carry 20 rows of work: 4 tokens are left for request 2
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].n, 8);
+  EXPECT_EQ(out.seqs[0].work, 20);
+  EXPECT_TRUE(out.seqs[0].sample);
+  EXPECT_EQ(out.seqs[1].n, 4);
+  EXPECT_EQ(out.n_work(), 32);
+  s.on_step_done(out);
+  // The engine held the first token back: 50 rows of work wait.
+  r->pending_work = 50;
+  out = s.schedule();
+  ASSERT_EQ(out.seqs.size(), 1u);  // request 2 gets no budget left
+  EXPECT_EQ(out.seqs[0].req->id, 1u);
+  EXPECT_EQ(out.seqs[0].n, 0);
+  EXPECT_EQ(out.seqs[0].begin, 40);
+  EXPECT_EQ(out.seqs[0].work, 32);
+  EXPECT_FALSE(out.seqs[0].sample);
+  s.on_step_done(out);
+  EXPECT_EQ(r->n_computed, 40);
+  r->pending_work = 18;
+  out = s.schedule();
+  ASSERT_EQ(out.seqs.size(), 2u);
+  EXPECT_EQ(out.seqs[0].work, 18);
+  EXPECT_EQ(out.seqs[1].n, 14);
+  s.on_step_done(out);
+  r->pending_work = 0;
+  s.append_token(1, 7);  // the engine sampled it from the last share
+  out = s.schedule();
+  EXPECT_EQ(out.seqs[0].req->id, 1u);
+  EXPECT_EQ(out.seqs[0].begin, 40);
+  EXPECT_EQ(out.seqs[0].n, 1);
+  EXPECT_EQ(out.seqs[0].work, 0);  // prompt_end_work counts for the prompt's last chunk only
+}
+
+// A preempted request recomputes from its first token: work the engine had
+// set goes with its blocks.
+TEST(Scheduler, PreemptionDropsPendingWork) {
+  KvManager kv(6, kBs);  // 24 slots
+  Scheduler s(&kv, {/*max_batch_tokens=*/64, /*max_running=*/8, true});
+  s.add(make_req(1, iota_tokens(10)));
+  s.add(make_req(2, iota_tokens(10, 300)));
+  step(s);
+  SchedRequest* r2 = s.find(2);
+  r2->pending_work = 5;
+  r2->prompt_end_work = 3;
+  // Request 1 grows until request 2, the latest admitted, is preempted.
+  for (int i = 0; i < 8 && s.n_waiting() == 0; ++i) step(s);
+  ASSERT_EQ(s.n_waiting(), 1);
+  EXPECT_EQ(r2->pending_work, 0);
+  EXPECT_EQ(r2->prompt_end_work, 0);
+  EXPECT_EQ(r2->n_computed, 0);
+}
+
 TEST(Scheduler, OnePerStepFromCutsThePromptThereThenFeedsOneTokenPerStep) {
   KvManager kv(64, kBs);
   Scheduler s(&kv, {/*max_batch_tokens=*/32, /*max_running=*/8, true});
