@@ -220,6 +220,10 @@ struct ServingStats {
   int64_t prompt_tokens = 0;          // cumulative, admitted requests
   int64_t preemptions = 0;            // cumulative
   int64_t steps = 0;                  // cumulative
+  // The most K/V entries (token rows x layers) one step has computed: a
+  // step stays within --max-batch-tokens x layers, past it only by the
+  // selection layer of a whole prompt (about n_prompt / layers token rows).
+  int64_t max_step_token_layers = 0;
   std::map<std::string, AdapterStats> per_model;        // by adapter name, "" = base
   std::map<std::string, int64_t> cached_tokens_by_scheme;  // "none", "alora", "icarus"
   std::map<std::string, int64_t> prompt_tokens_by_scheme;

@@ -3,8 +3,6 @@
 // cancellations and drains come from other threads through a small inbox.
 #include "runtime/serving_engine_impl.h"
 
-#include <cctype>
-
 namespace agentkv {
 
 Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const ServingOptions& opts) {
@@ -137,6 +135,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
   }
   e->kv_->set_frozen_watermark(opts.segment_watermark);
+  e->defer_ = std::make_unique<KvScratch>(e->kv_.get(), e->storage_.get(), s.d_model);
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
   e->runner_->set_lr_storage(e->lr_storage_.get(), opts.flash_lora);
@@ -352,6 +351,7 @@ void ServingEngineImpl::loop() {
       }
       auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
       (void)fresh_live;
+      it->second.id = p.id;
       it->second.adapter = std::move(p.adapter);
       it->second.sharing = p.sharing;
       it->second.sharing.adapter = it->second.adapter.get();
@@ -376,6 +376,11 @@ void ServingEngineImpl::loop() {
       continue;
     }
     SchedulerOutput out = sched_->schedule();
+    // A preempted request recomputes from scratch, exactly: its deferred
+    // rows' state goes with its blocks.
+    for (RequestId id : out.preempted) {
+      if (auto it = live_.find(id); it != live_.end()) release_defer(it->second);
+    }
     for (RequestId id : out.aborted) {
       ServeEvent ev;
       auto it = live_.find(id);
@@ -429,10 +434,16 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       // Preempted after its segments were copied: the recompute is a plain,
       // exact one (the copies are gone with the blocks).
       l.planner.reset();
-      l.defer_begin = -1;
-      std::vector<float>().swap(l.defer_hidden);
+      release_defer(l);
     }
     seq_req.push_back(&l);
+    if (s.n == 0 && s.work > 0) {
+      // Rows kept above a whole-prompt selection, in a share of their own.
+      seq_scheme.push_back(l.sharing.scheme);
+      seq_live.push_back(&l);
+      plan_resume(s, l, adapter_index, &step, &logit_rows);
+      continue;
+    }
     if (l.planner && s.begin < l.n_prompt) {
       seq_scheme.push_back(l.sharing.scheme);
       seq_live.push_back(&l);
@@ -462,11 +473,15 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   }
   const bool deferred = std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer_step; });
   if (influence_ || ds_hidden_ || deferred) store_captures(step, so, seq_req);
+  for (size_t i = 0; i < seq_req.size(); ++i) {
+    if (seq_req[i]->split_step) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
+  }
   store_owners(step, seq_req);
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.steps;
+    stats_.max_step_token_layers = std::max(stats_.max_step_token_layers, so.row_layers);
     for (size_t i = 0; i < seq_scheme.size() && i < so.seq_row_layers.size(); ++i) {
       stats_.computed_token_layers_by_scheme[seq_scheme[i]] += so.seq_row_layers[i];
     }
@@ -481,280 +496,6 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       on_prompt_logits(logit_rows[j].id, logit_rows[j].prompt_pos, row);
     } else {
       on_logits(logit_rows[j].id, row);
-    }
-  }
-}
-
-void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
-  SchedRequest* r = s.req;
-  const int32_t bs = opts_.block_size;
-  const int32_t n_prompt = l.n_prompt;
-  if (!l.reuse_looked_up) {
-    // Once, at the first chunk: s.begin is where the exact prefix hit ends
-    // (prefix hits take precedence), so segments are looked for after it.
-    l.reuse_looked_up = true;
-    l.reuse_preemptions = r->n_preemptions;
-    l.reused.assign(n_prompt, 0);
-    l.run_start.assign(n_prompt, -1);
-    l.hits = kv_->find_segments(std::span<const int32_t>(r->tokens.data(), n_prompt), s.begin, r->keys, l.min_segment);
-    for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
-    // K/V from the first reused token on is approximate: never indexed.
-    if (!l.hits.empty()) {
-      r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
-      r->approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
-    }
-  }
-  const int32_t b = s.begin, e = std::min(s.begin + s.n, n_prompt);
-  StepSeq q;
-  q.row_begin = static_cast<int32_t>(step->rows.size());
-  q.blocks = kv_->block_table(r->id);
-  // Copies for the chunk's reused positions. A source block evicted (or
-  // re-allocated, this very step included) since the lookup is not copied:
-  // its whole hit is recomputed.
-  for (const SegmentHit& h : l.hits) {
-    const int32_t lo = std::max(b, h.dst_pos), hi = std::min(e, h.dst_pos + h.n);
-    if (lo >= hi || !l.reused[lo]) continue;
-    if (!kv_->segment_hit_valid(h)) {
-      std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{0});
-      continue;
-    }
-    for (int32_t p = lo; p < hi; ++p) {
-      const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
-      const int64_t dst = int64_t{q.blocks[p / bs]} * bs + p % bs;
-      step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
-      // The captured state travels with the K/V.
-      if (hidden_) hidden_->copy(src, h.src.generation, dst, generation_of(dst));
-      if (influence_) influence_->copy(src, h.src.generation, dst, generation_of(dst));
-    }
-    l.reused_tokens += hi - lo;
-    kv_->segment_hit_used(h);
-  }
-  for (int32_t p = b; p < e; ++p) {
-    l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
-  }
-  auto slot_of = [&](int32_t p) { return int64_t{q.blocks[p / bs]} * bs + p % bs; };
-  // A row of prompt position p with its token, slot and weights; the plan sets its layers.
-  auto prompt_row = [&](int32_t p) {
-    TokenRow row;
-    row.token = r->tokens[p];
-    row.pos = p;
-    row.slot = slot_of(p);
-    row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
-    return row;
-  };
-  if (influence_) {
-    l.has_hidden.resize(n_prompt, 0);
-    l.influence.resize(n_prompt, 0.0f);
-    for (int32_t p = b; p < e; ++p) {
-      if (!l.reused[p]) continue;
-      const int64_t slot = slot_of(p);
-      l.has_hidden[p] = hidden_ && !hidden_->read(slot, generation_of(slot)).empty();
-      const std::span<const float> inf = influence_->read(slot, generation_of(slot));
-      l.influence[p] = inf.empty() ? 0.0f : inf[0];
-    }
-  }
-  const int32_t n_layers = model_->spec.n_layers;
-  const int64_t d_model = model_->spec.d_model;
-  // One selection over the whole prompt (ReusePlanner::whole_prompt_layer),
-  // unless the rows' one capture is taken by relay's or a profiler watches.
-  const int32_t sel = l.capture || l.kv_probe || l.hits.empty() ? -1 : l.planner->whole_prompt_layer(n_layers);
-  if (sel >= 0 && e < n_prompt) {
-    // Not the prompt's last chunk: every position runs up to the selection
-    // layer and waits there (its hidden state entering it) for the last
-    // chunk, which plans the whole prompt at once; that layer's cached
-    // entries stay for the hook to read. At layer 0 there is nothing to
-    // wait with: the chunk runs layer 0, and again with the last chunk.
-    if (l.defer_begin < 0) l.defer_begin = b;
-    if (sel > 0) {
-      l.defer_hidden.resize(static_cast<size_t>(n_prompt * d_model));
-      l.defer_step = true;
-    }
-    for (int32_t p = b; p < e; ++p) {
-      TokenRow row = prompt_row(p);
-      row.layer_end = std::max(sel, 1);
-      if (sel > 0) row.capture_layer = sel;
-      step->rows.push_back(row);
-    }
-    q.row_end = static_cast<int32_t>(step->rows.size());
-    step->seqs.push_back(std::move(q));
-    return;
-  }
-  const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
-  ReuseChunk c;
-  c.begin = cb;
-  c.n = e - cb;
-  c.n_layers = n_layers;
-  c.n_prompt = n_prompt;
-  c.block_tokens = bs;
-  c.reused = std::span<const uint8_t>(l.reused.data() + cb, c.n);
-  c.run_start = std::span<const int32_t>(l.run_start.data() + cb, c.n);
-  c.reused_after = e < n_prompt && l.reused[e];
-  if (influence_) {
-    c.hidden_layer = hidden_ ? capture_layer_ : -1;
-    c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + cb, c.n);
-    c.influence = std::span<const float>(l.influence.data() + cb, c.n);
-  }
-  std::vector<ReuseRow> want;
-  std::vector<ReuseHook> hooks;
-  l.planner->plan_chunk(c, &want, &hooks);
-  // Rows in position order: every position not reused runs every layer; a
-  // reused one runs where the planner wants it.
-  std::vector<int32_t> row_of(c.n, -1);
-  size_t w = 0;
-  std::sort(want.begin(), want.end(), [](const ReuseRow& x, const ReuseRow& y) { return x.pos < y.pos; });
-  for (int32_t p = cb; p < e; ++p) {
-    while (w < want.size() && want[w].pos < p) ++w;
-    const bool planned = w < want.size() && want[w].pos == p;
-    if (l.reused[p] && !planned) continue;
-    TokenRow row = prompt_row(p);
-    row.logits = s.sample && p == e - 1;
-    if (p < b) {
-      // An earlier chunk ran it up to the selection layer: it resumes there
-      // (from layer 0 when that is the selection layer).
-      row.layer_end = planned ? want[w].layer_end : kAllLayers;
-      if (sel > 0) {
-        row.layer_begin = sel;
-        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_model);
-        const auto h = l.defer_hidden.begin() + int64_t{p} * d_model;
-        step->hidden_in.insert(step->hidden_in.end(), h, h + d_model);
-      }
-    } else if (l.reused[p]) {
-      row.layer_end = want[w].layer_end;
-      // A reused row may resume above layer 0 from its snapshot, nowhere else.
-      const int32_t from = want[w].layer_begin;
-      if (from > 0 && from == capture_layer_ && hidden_ && l.has_hidden[p]) {
-        const std::span<const float> h = hidden_->read(row.slot, generation_of(row.slot));
-        row.layer_begin = from;
-        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / model_->spec.d_model);
-        step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
-      }
-    } else {
-      mark_captures(l, &row);
-    }
-    row_of[p - cb] = static_cast<int32_t>(step->rows.size());
-    step->rows.push_back(row);
-  }
-  q.row_end = static_cast<int32_t>(step->rows.size());
-  if (cb < b) {
-    l.defer_begin = -1;
-    std::vector<float>().swap(l.defer_hidden);
-  }
-  const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
-  step->seqs.push_back(std::move(q));
-  for (ReuseHook& h : hooks) {
-    LayerHook lh;
-    lh.seq = seq_index;
-    lh.layer = h.layer;
-    for (int32_t p : h.colsum_pos) {
-      if (p >= cb && p < e && row_of[p - cb] >= 0) lh.colsum_rows.push_back(row_of[p - cb]);
-    }
-    std::sort(lh.colsum_rows.begin(), lh.colsum_rows.end());
-    // The step outlives the call; its rows give each hooked row's position.
-    lh.fn = [rows = &step->rows, fn = std::move(h.fn), head_dim = int64_t{model_->spec.head_dim}](
-                const HookView& v, std::span<uint8_t> keep) {
-      std::vector<int32_t> pos(v.rows.size());
-      for (size_t i = 0; i < pos.size(); ++i) pos[i] = (*rows)[v.rows[i]].pos;
-      ReuseHookView rv;
-      rv.pos = pos;
-      rv.v = v.v;
-      rv.cached_v = v.cached_v;
-      rv.k = v.k;
-      rv.cached_k = v.cached_k;
-      rv.kv_dim = v.kv_dim;
-      rv.head_dim = head_dim;
-      rv.colsum = v.colsum;
-      fn(rv, keep);
-    };
-    step->hooks.push_back(std::move(lh));
-  }
-  if (l.kv_probe) {
-    // Profilers: every layer's fresh and copied V of the reused rows.
-    for (int32_t layer = 0; layer < model_->spec.n_layers; ++layer) {
-      LayerHook lh;
-      lh.seq = seq_index;
-      lh.layer = layer;
-      lh.fn = [rows = &step->rows, reused = &l.reused, probe = &l.kv_probe, layer,
-               head_dim = int64_t{model_->spec.head_dim}](const HookView& v, std::span<uint8_t> keep) {
-        (void)keep;
-        std::vector<int32_t> pos;
-        std::vector<float> k, ck, fresh, cached;
-        auto take = [&](std::vector<float>& to, const float* from, size_t i) {
-          to.insert(to.end(), from + i * v.kv_dim, from + (i + 1) * v.kv_dim);
-        };
-        for (size_t i = 0; i < v.rows.size(); ++i) {
-          const int32_t p = (*rows)[v.rows[i]].pos;
-          if (p >= static_cast<int32_t>(reused->size()) || !(*reused)[p]) continue;
-          pos.push_back(p);
-          take(k, v.k, i);
-          take(ck, v.cached_k, i);
-          take(fresh, v.v, i);
-          take(cached, v.cached_v, i);
-        }
-        ServeRequest::KvProbe pr;
-        pr.layer = layer;
-        pr.pos = pos.data();
-        pr.n = static_cast<int64_t>(pos.size());
-        pr.k = k.data();
-        pr.cached_k = ck.data();
-        pr.v = fresh.data();
-        pr.cached_v = cached.data();
-        pr.kv_dim = v.kv_dim;
-        pr.head_dim = head_dim;
-        if (pr.n > 0) (*probe)(pr);
-      };
-      step->hooks.push_back(std::move(lh));
-    }
-  }
-}
-
-void ServingEngineImpl::mark_captures(const Live& l, TokenRow* row) const {
-  if (!l.capture || row->slot < 0) return;
-  const int32_t end = row->layer_end == kAllLayers ? model_->spec.n_layers : row->layer_end;
-  if (capture_layer_ > 0 && row->layer_begin == 0 && end > capture_layer_) row->capture_layer = capture_layer_;
-  // Generated tokens receive influence from later decode steps.
-  if (row->pos >= l.n_prompt) row->influence = true;
-}
-
-void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of) {
-  const int64_t d = model_->spec.d_model;
-  int64_t ci = 0;
-  for (size_t q = 0; q < step.seqs.size(); ++q) {
-    // A DroidSpeak request's captures are its snapshots; others' relay's.
-    const bool ds = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.critical_layers.empty();
-    KvComponent* to = ds ? ds_hidden_.get() : hidden_.get();
-    // A chunk run only through its whole-prompt selection layer: its
-    // captures wait in the request for the prompt's last chunk.
-    Live* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer_step ? seq_of[q] : nullptr;
-    if (defer != nullptr) defer->defer_step = false;
-    for (int32_t r = step.seqs[q].row_begin; r < step.seqs[q].row_end; ++r) {
-      const TokenRow& row = step.rows[r];
-      if (row.capture_layer < 0) continue;
-      const float* h = so.captures.data() + ci++ * d;
-      if (defer != nullptr) {
-        std::copy(h, h + d, defer->defer_hidden.begin() + int64_t{row.pos} * d);
-        continue;
-      }
-      if (to == nullptr) continue;
-      std::span<float> dst = to->write(row.slot, generation_of(row.slot));
-      std::copy(h, h + d, dst.begin());
-    }
-  }
-  if (!influence_) return;
-  const int32_t bs = opts_.block_size;
-  for (size_t q = 0; q < so.influence.size() && q < seq_of.size(); ++q) {
-    const std::vector<float>& acc = so.influence[q];
-    if (acc.empty() || seq_of[q] == nullptr) continue;
-    const StepSeq& sq = step.seqs[q];
-    int32_t last = -1;  // the latest query position: keys before it were generated earlier
-    for (int32_t r = sq.row_begin; r < sq.row_end; ++r) {
-      if (step.rows[r].influence) last = std::max(last, step.rows[r].pos);
-    }
-    for (int32_t j = seq_of[q]->n_prompt; j < last && j < static_cast<int32_t>(acc.size()); ++j) {
-      const int64_t slot = int64_t{sq.blocks[j / bs]} * bs + j % bs;
-      const uint32_t gen = generation_of(slot);
-      const std::span<const float> cur = influence_->read(slot, gen);
-      const float base = cur.empty() ? 0.0f : cur[0];
-      influence_->write(slot, gen)[0] = base + acc[j];
     }
   }
 }
@@ -849,6 +590,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
     if (l.sharing.lr_fallback) ++stats_.lr_fallback_requests;
   }
   l.sink(std::move(ev));
+  release_defer(l);
   sched_->finish(id);
   live_.erase(it);
   publish_stats();  // before drain() can see the request gone
@@ -905,162 +647,6 @@ void ServingEngineImpl::run_tasks() {
     tasks.swap(tasks_);
   }
   for (auto& t : tasks) t();
-}
-
-namespace {
-
-bool valid_segment_id(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
-  }
-  return true;
-}
-
-SegmentInfo segment_info(const FrozenSegment& s) {
-  SegmentInfo i;
-  i.id = s.id;
-  i.tenant = s.keys.tenant;
-  i.cache_salt = s.keys.cache_salt;
-  i.tokens = static_cast<int32_t>(s.tokens.size());
-  i.blocks = s.n_blocks;
-  i.hits = s.hits;
-  i.created = static_cast<double>(s.created_ms) / 1000.0;
-  i.last_used = static_cast<double>(s.last_used_ms) / 1000.0;
-  i.evicted = s.evicted;
-  return i;
-}
-
-}  // namespace
-
-Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
-  const int64_t n = static_cast<int64_t>(spec.tokens.size());
-  if (n == 0) return make_error(ErrorCode::kInvalidArgument, "the segment is empty");
-  if (!opts_.prefix_caching) {
-    return make_error(ErrorCode::kInvalidArgument, "frozen segments need prefix caching, which this server runs without");
-  }
-  if (n < opts_.block_size) {
-    return make_error(ErrorCode::kInvalidArgument, "the segment has ", n, " tokens; a frozen segment needs at least one KV block (",
-                      opts_.block_size, " tokens)");
-  }
-  if (!spec.id.empty() && !valid_segment_id(spec.id)) {
-    return make_error(ErrorCode::kInvalidArgument, "segment id '", spec.id.substr(0, 64),
-                      "' is not 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'");
-  }
-  // The rest (vocabulary, context, pool size) is what submit() checks of a prompt.
-  ServeRequest req;
-  req.prompt = spec.tokens;
-  req.max_tokens = 1;
-  req.ignore_eos = true;
-  req.tenant = spec.tenant;
-  req.cache_salt = spec.cache_salt;
-  req.kv_sharing = "none";  // exact K/V: the pinned blocks are what a full prefill writes
-  auto done = std::make_shared<std::promise<Result<SegmentInfo>>>();
-  std::future<Result<SegmentInfo>> result = done->get_future();
-  AKV_RETURN_IF_ERROR(run_on_engine([&, done] {
-    std::string seg_id = spec.id;
-    if (!seg_id.empty()) {
-      bool taken = kv_->frozen().find(seg_id) != nullptr;
-      for (const auto& [rid, job] : segment_jobs_) taken |= job.seg_id == seg_id;
-      if (taken) {
-        done->set_value(make_error(ErrorCode::kInvalidArgument, "segment id '", seg_id, "' is taken"));
-        return;
-      }
-      // A restored "seg-<n>": the engine's own names continue after it.
-      if (seg_id.rfind("seg-", 0) == 0 && seg_id.size() > 4 && seg_id.size() <= 20 &&
-          seg_id.find_first_not_of("0123456789", 4) == std::string::npos) {
-        const uint64_t n = std::stoull(seg_id.substr(4));
-        next_segment_ = std::max(next_segment_, n + 1);
-      }
-    } else {
-      do {
-        seg_id = "seg-" + std::to_string(next_segment_++);
-      } while (kv_->frozen().find(seg_id) != nullptr);
-    }
-    Result<ServeId> id = submit(std::move(req), [](ServeEvent&&) {});
-    if (!id.is_ok()) {
-      done->set_value(id.status());
-      return;
-    }
-    segment_jobs_[*id] = SegmentJob{seg_id, spec, done};
-  }));
-  return result.get();
-}
-
-void ServingEngineImpl::finish_segment_job(ServeId id, ServeFinish why, const std::string& error) {
-  auto it = segment_jobs_.find(id);
-  if (it == segment_jobs_.end()) return;
-  SegmentJob job = std::move(it->second);
-  segment_jobs_.erase(it);
-  if (why == ServeFinish::kCancelled) {
-    job.done->set_value(make_error(ErrorCode::kUnavailable, "the segment's prefill was cancelled (shutting down)"));
-    return;
-  }
-  if (why == ServeFinish::kError) {
-    job.done->set_value(make_error(ErrorCode::kInternal, "the segment's prefill failed: ", error));
-    return;
-  }
-  ExtraKeys keys;
-  keys.tenant = job.spec.tenant;
-  keys.cache_salt = job.spec.cache_salt;
-  Result<int32_t> n = kv_->freeze_segment(job.seg_id, job.spec.tokens, keys);
-  if (!n.is_ok()) {
-    job.done->set_value(make_error(ErrorCode::kInternal, "the segment's KV could not be pinned: ", n.status().message()));
-    return;
-  }
-  publish_stats();  // stats() right after create_segment returns shows the segment
-  job.done->set_value(segment_info(*kv_->frozen().find(job.seg_id)));
-}
-
-Status ServingEngineImpl::delete_segment(const std::string& id, const std::string& tenant) {
-  Status st = Status::ok();
-  AKV_RETURN_IF_ERROR(run_on_engine([&] {
-    const FrozenSegment* s = kv_->frozen().find(id);
-    // Another tenant's segment is as absent as an unknown one.
-    st = s == nullptr || s->keys.tenant != tenant ? make_error(ErrorCode::kNotFound, "no segment '", id, "'")
-                                                  : kv_->unfreeze_segment(id);
-    publish_stats();
-  }));
-  return st;
-}
-
-std::vector<SegmentSpec> ServingEngineImpl::frozen_segment_specs() {
-  std::vector<SegmentSpec> out;
-  Status st = run_on_engine([&] {
-    for (const FrozenSegment* s : kv_->frozen().list()) {
-      if (!s->evicted) out.push_back(SegmentSpec{s->tokens, s->keys.tenant, s->keys.cache_salt, s->id});
-    }
-  });
-  (void)st;  // stopped: nothing to save
-  return out;
-}
-
-std::vector<SegmentInfo> ServingEngineImpl::list_segments(const std::string& tenant) {
-  std::vector<SegmentInfo> out;
-  Status st = run_on_engine([&] {
-    for (const FrozenSegment* s : kv_->frozen().list()) {
-      if (s->keys.tenant == tenant) out.push_back(segment_info(*s));
-    }
-  });
-  (void)st;  // stopping: nothing to list
-  return out;
-}
-
-
-Result<std::unique_ptr<ServingEngine>> create_serving_engine(const ServingOptions& opts) {
-  AKV_ASSIGN_OR_RETURN(auto e, ServingEngineImpl::create(opts));
-  return std::unique_ptr<ServingEngine>(std::move(e));
-}
-
-const char* serve_finish_name(ServeFinish f) {
-  switch (f) {
-    case ServeFinish::kStop: return "stop";
-    case ServeFinish::kLength: return "length";
-    case ServeFinish::kCancelled: return "cancelled";
-    case ServeFinish::kError: return "error";
-    case ServeFinish::kNone: break;
-  }
-  return "";
 }
 
 }  // namespace agentkv

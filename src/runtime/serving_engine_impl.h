@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "kv/kv_component.h"
 #include "kv/kv_manager.h"
+#include "kv/kv_scratch.h"
 #include "kv/kv_storage.h"
 #include "kv/lr_storage.h"
 #include "runtime/loaded_model.h"
@@ -44,6 +45,7 @@ inline double seconds(Clock::time_point from, Clock::time_point to) {
 
 // Engine-thread state of one request: what turns its logits into events.
 struct Live {
+  ServeId id = 0;
   ServeSink sink;
   Sampler sampler;
   StopMatcher stops;
@@ -79,13 +81,24 @@ struct Live {
   std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
   std::vector<float> influence;            // [n_prompt]: a reused position's influence score
   bool capture = false;                    // relay captures: hidden state at the capture layer, influence
-  // Whole-prompt selection (ReusePlanner::whole_prompt_layer): where the
-  // first chunk that ran only through the selection layer began (-1: none
-  // yet), and each such position's hidden state entering that layer
-  // ([n_prompt, d_model], filled as those chunks run, freed once planned).
+  // Whole-prompt selection (ReusePlanner::whole_prompt_layer;
+  // serving_engine_defer.cpp). The earlier chunks run up to the selection
+  // layer and wait: defer_begin is where the first of them began (-1: none
+  // yet), and their hidden states are rows of the request's KvScratch
+  // (position - defer_begin). whole_prompt_off: the pool could not lend the
+  // scratch, so this request selects per chunk.
   int32_t defer_begin = -1;
-  std::vector<float> defer_hidden;
-  bool defer_step = false;                 // this step's captures of the request go to defer_hidden
+  bool defer_step = false;                 // this step's captures of the request go to the scratch
+  bool whole_prompt_off = false;
+  // When the last chunk's rows would not fit its step, they stop above its
+  // hooks (at resume_layer) and the kept ones run in later steps: their
+  // positions (ascending) and layer ends, the next to run, and the hooks'
+  // verdicts by position - defer_begin while the split step runs.
+  int32_t resume_layer = -1;
+  std::vector<int32_t> resume_pos, resume_end;
+  size_t resume_next = 0;
+  std::vector<uint8_t> resume_keep;
+  bool split_step = false;                 // this step is the split one: filter by resume_keep after it
   std::function<void(const ServeRequest::KvProbe&)> kv_probe;
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;
@@ -157,6 +170,28 @@ class ServingEngineImpl final : public ServingEngine {
   // of the chunk's reused positions (a source gone since the lookup is
   // recomputed instead), and adds the planner's rows and hooks to the step.
   void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
+  // Prompt position p of a request as a row (token, slot, weights); the caller sets its layers.
+  TokenRow prompt_row(const Live& l, const SchedRequest& r, const std::vector<int32_t>& blocks, int32_t p,
+                      int32_t adapter_index) const;
+  // Whole-prompt selection (serving_engine_defer.cpp). The layer the
+  // request's planner selects at over the whole prompt, or -1 (per chunk).
+  int32_t whole_prompt_layer(const Live& l) const;
+  // A chunk before the prompt's last: its rows run up to the selection
+  // layer and their hidden states wait in the scratch. False, with nothing
+  // added, when the pool cannot lend the scratch (the request then selects
+  // per chunk).
+  bool defer_chunk(const ScheduledSeq& s, Live& l, int32_t sel, int32_t adapter_index, StepSeq q, Step* step);
+  // The last chunk's rows [row_begin, rows.size()) with hooks at
+  // hook_layers: when they exceed the step's budget, they stop above the
+  // last hook, capturing their state there, and the kept ones wait for
+  // plan_resume (SchedRequest::pending_work).
+  void split_rows(Live& l, SchedRequest* r, int32_t row_begin, int32_t last_hook, Step* step);
+  // After the split step: keeps the rows its hooks kept, and asks the scheduler for their work.
+  void after_split(Live& l, SchedRequest* r);
+  // A share of pending work: the next kept rows, from resume_layer, within s.work token rows.
+  void plan_resume(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
+  // Drops the request's deferred state and gives its scratch back.
+  void release_defer(Live& l);
   // Turns one logits row into a token and an event; finishes when it should.
   void on_logits(ServeId id, std::span<const float> logits);
   // Scores prompt token pos + 1 from the logits row of position pos.
@@ -227,6 +262,8 @@ class ServingEngineImpl final : public ServingEngine {
   // the influence score, and the hidden state entering capture_layer_ (also
   // null while the server knows no relay l_start: nothing to capture at).
   std::unique_ptr<KvComponent> hidden_, influence_;
+  // Whole-prompt selection's hidden states, in blocks of the KV pool.
+  std::unique_ptr<KvScratch> defer_;
   int32_t capture_layer_ = -1;
   bool capture_all_ = false;
   std::unique_ptr<Runner> runner_;

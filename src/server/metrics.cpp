@@ -220,6 +220,8 @@ ServerMetrics::ServerMetrics(MetricsRegistry& registry)
                                          "Prompt tokens served from the prefix cache.")),
       frozen_segments(registry.gauge("agentkv_frozen_segments", "Frozen (pinned) segments: POST /v1/segments.")),
       frozen_blocks(registry.gauge("agentkv_frozen_blocks", "KV cache blocks pinned by frozen segments.")),
+      step_token_layers_max(registry.gauge("agentkv_step_token_layers_max",
+                                           "The most K/V entries (token rows x layers) one engine step computed.")),
       segment_evictions(registry.counter("agentkv_segment_evictions_total",
                                          "Frozen segments evicted above the KV utilisation watermark.")),
       lr_blocks_used(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.", {{"state", "used"}})),

@@ -129,6 +129,7 @@ struct ServerMetrics {
   Counter& prefix_hit_tokens;  // agentkv_prefix_hit_tokens_total
   Gauge& frozen_segments;      // agentkv_frozen_segments
   Gauge& frozen_blocks;        // agentkv_frozen_blocks
+  Gauge& step_token_layers_max;  // agentkv_step_token_layers_max
   Counter& segment_evictions;  // agentkv_segment_evictions_total
   Gauge& lr_blocks_used;       // agentkv_lr_cache_blocks{state="used"}: LRAgent's LR cache
   Gauge& lr_blocks_cached;     // agentkv_lr_cache_blocks{state="cached"}

@@ -190,10 +190,13 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
 // sparsex and cacheblend select once over the whole prompt however the
 // scheduler chunks it (ReusePlanner::whole_prompt_layer): in chunks of
 // `budget` tokens, the earlier chunks run up to the selection layer and
-// wait; the last one plans every position, and the result equals the
-// one-chunk run bit for bit, at the same cost (a selection at layer 0 runs
-// layer 0 twice for the earlier chunks' positions). Each layer in `layers`:
-// 1 is cacheblend's check layer, the others sparsex's boundary.
+// wait; the last one plans every position. Its rows exceed the budget here,
+// so they stop above the selection and the kept ones run in later steps.
+// The result equals the one-chunk run bit for bit, at the same cost (a
+// selection at layer 0 runs layer 0 twice for the earlier chunks'
+// positions), and no step computes more than `budget` tokens of all layers.
+// Each layer in `layers`: 1 is cacheblend's check layer, the others
+// sparsex's boundary.
 void check_selection_once(Reuse& t, uint32_t prompts, std::initializer_list<int32_t> layers, int32_t doc_len,
                           int32_t budget) {
   auto one_chunk = t.make("none", true, 64, /*budget=*/2048);
@@ -223,6 +226,7 @@ void check_selection_once(Reuse& t, uint32_t prompts, std::initializer_list<int3
         out.push_back(t.one(*e, std::move(r)));
       }
       expect_same(out[1], out[0], what);
+      EXPECT_LE(chunked->stats().max_step_token_layers, int64_t{budget} * 30) << what;
       EXPECT_GE(out[0].reused, 2 * doc_len) << what;
       EXPECT_EQ(out[1].reused, out[0].reused) << what;
       const int64_t extra = out[1].prefill_token_layers - out[0].prefill_token_layers;

@@ -1,0 +1,266 @@
+// Segment reuse in the serving engine (DESIGN.md §2, SegmentIndex; the
+// planners live in sharing/): the lookup of a request's cached segments,
+// the K/V copies of each chunk, the planner's rows and hooks as Step rows
+// and LayerHooks, and relay's captures in and out of the KV components.
+// Whole-prompt selection across chunks is in serving_engine_defer.cpp.
+#include <algorithm>
+
+#include "runtime/serving_engine_impl.h"
+
+namespace agentkv {
+
+void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
+  SchedRequest* r = s.req;
+  const int32_t bs = opts_.block_size;
+  const int32_t n_prompt = l.n_prompt;
+  if (!l.reuse_looked_up) {
+    // Once, at the first chunk: s.begin is where the exact prefix hit ends
+    // (prefix hits take precedence), so segments are looked for after it.
+    l.reuse_looked_up = true;
+    l.reuse_preemptions = r->n_preemptions;
+    l.reused.assign(n_prompt, 0);
+    l.run_start.assign(n_prompt, -1);
+    l.hits = kv_->find_segments(std::span<const int32_t>(r->tokens.data(), n_prompt), s.begin, r->keys, l.min_segment);
+    for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
+    // K/V from the first reused token on is approximate: never indexed.
+    if (!l.hits.empty()) {
+      r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
+      r->approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
+    }
+  }
+  const int32_t b = s.begin, e = std::min(s.begin + s.n, n_prompt);
+  StepSeq q;
+  q.row_begin = static_cast<int32_t>(step->rows.size());
+  q.blocks = kv_->block_table(r->id);
+  // Copies for the chunk's reused positions. A source block evicted (or
+  // re-allocated, this very step included) since the lookup is not copied:
+  // its whole hit is recomputed.
+  for (const SegmentHit& h : l.hits) {
+    const int32_t lo = std::max(b, h.dst_pos), hi = std::min(e, h.dst_pos + h.n);
+    if (lo >= hi || !l.reused[lo]) continue;
+    if (!kv_->segment_hit_valid(h)) {
+      std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{0});
+      continue;
+    }
+    for (int32_t p = lo; p < hi; ++p) {
+      const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
+      const int64_t dst = int64_t{q.blocks[p / bs]} * bs + p % bs;
+      step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
+      // The captured state travels with the K/V.
+      if (hidden_) hidden_->copy(src, h.src.generation, dst, generation_of(dst));
+      if (influence_) influence_->copy(src, h.src.generation, dst, generation_of(dst));
+    }
+    l.reused_tokens += hi - lo;
+    kv_->segment_hit_used(h);
+  }
+  for (int32_t p = b; p < e; ++p) {
+    l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
+  }
+  auto slot_of = [&](int32_t p) { return int64_t{q.blocks[p / bs]} * bs + p % bs; };
+  if (influence_) {
+    l.has_hidden.resize(n_prompt, 0);
+    l.influence.resize(n_prompt, 0.0f);
+    for (int32_t p = b; p < e; ++p) {
+      if (!l.reused[p]) continue;
+      const int64_t slot = slot_of(p);
+      l.has_hidden[p] = hidden_ && !hidden_->read(slot, generation_of(slot)).empty();
+      const std::span<const float> inf = influence_->read(slot, generation_of(slot));
+      l.influence[p] = inf.empty() ? 0.0f : inf[0];
+    }
+  }
+  const int32_t n_layers = model_->spec.n_layers;
+  const int64_t d_model = model_->spec.d_model;
+  // One selection over the whole prompt (ReusePlanner::whole_prompt_layer):
+  // the chunks before the last run up to its layer and wait.
+  const int32_t sel = whole_prompt_layer(l);
+  if (sel >= 0 && e < n_prompt && defer_chunk(s, l, sel, adapter_index, q, step)) return;
+  const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
+  ReuseChunk c;
+  c.begin = cb;
+  c.n = e - cb;
+  c.n_layers = n_layers;
+  c.n_prompt = n_prompt;
+  c.block_tokens = bs;
+  c.reused = std::span<const uint8_t>(l.reused.data() + cb, c.n);
+  c.run_start = std::span<const int32_t>(l.run_start.data() + cb, c.n);
+  c.reused_after = e < n_prompt && l.reused[e];
+  if (influence_) {
+    c.hidden_layer = hidden_ ? capture_layer_ : -1;
+    c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + cb, c.n);
+    c.influence = std::span<const float>(l.influence.data() + cb, c.n);
+  }
+  std::vector<ReuseRow> want;
+  std::vector<ReuseHook> hooks;
+  l.planner->plan_chunk(c, &want, &hooks);
+  // Rows in position order: every position not reused runs every layer; a
+  // reused one runs where the planner wants it.
+  std::vector<int32_t> row_of(c.n, -1);
+  size_t w = 0;
+  std::sort(want.begin(), want.end(), [](const ReuseRow& x, const ReuseRow& y) { return x.pos < y.pos; });
+  for (int32_t p = cb; p < e; ++p) {
+    while (w < want.size() && want[w].pos < p) ++w;
+    const bool planned = w < want.size() && want[w].pos == p;
+    if (l.reused[p] && !planned) continue;
+    TokenRow row = prompt_row(l, *r, q.blocks, p, adapter_index);
+    row.logits = s.sample && p == e - 1;
+    if (p < b) {
+      // An earlier chunk ran it up to the selection layer: it resumes there
+      // (from layer 0 when that is the selection layer).
+      row.layer_end = planned ? want[w].layer_end : kAllLayers;
+      if (sel > 0) {
+        row.layer_begin = sel;
+        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_model);
+        step->hidden_in.resize(step->hidden_in.size() + d_model);
+        defer_->get(l.id, p - l.defer_begin, step->hidden_in.data() + int64_t{row.hidden_in} * d_model);
+      }
+    } else if (l.reused[p]) {
+      row.layer_end = want[w].layer_end;
+      // A reused row may resume above layer 0 from its snapshot, nowhere else.
+      const int32_t from = want[w].layer_begin;
+      if (from > 0 && from == capture_layer_ && hidden_ && l.has_hidden[p]) {
+        const std::span<const float> h = hidden_->read(row.slot, generation_of(row.slot));
+        row.layer_begin = from;
+        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / model_->spec.d_model);
+        step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
+      }
+    } else {
+      mark_captures(l, &row);
+    }
+    row_of[p - cb] = static_cast<int32_t>(step->rows.size());
+    step->rows.push_back(row);
+  }
+  q.row_end = static_cast<int32_t>(step->rows.size());
+  const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
+  step->seqs.push_back(std::move(q));
+  // Rows of earlier chunks too: the step may be too large for the budget.
+  int32_t last_hook = -1;
+  for (const ReuseHook& h : hooks) last_hook = std::max(last_hook, h.layer);
+  if (cb < b && last_hook >= 0) split_rows(l, r, q.row_begin, last_hook, step);
+  if (cb < b && !l.split_step) release_defer(l);
+  for (ReuseHook& h : hooks) {
+    LayerHook lh;
+    lh.seq = seq_index;
+    lh.layer = h.layer;
+    for (int32_t p : h.colsum_pos) {
+      if (p >= cb && p < e && row_of[p - cb] >= 0) lh.colsum_rows.push_back(row_of[p - cb]);
+    }
+    std::sort(lh.colsum_rows.begin(), lh.colsum_rows.end());
+    // The step outlives the call; its rows give each hooked row's position.
+    lh.fn = [rows = &step->rows, fn = std::move(h.fn), head_dim = int64_t{model_->spec.head_dim},
+             split = l.split_step ? &l : nullptr](const HookView& v, std::span<uint8_t> keep) {
+      std::vector<int32_t> pos(v.rows.size());
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = (*rows)[v.rows[i]].pos;
+      ReuseHookView rv;
+      rv.pos = pos;
+      rv.v = v.v;
+      rv.cached_v = v.cached_v;
+      rv.k = v.k;
+      rv.cached_k = v.cached_k;
+      rv.kv_dim = v.kv_dim;
+      rv.head_dim = head_dim;
+      rv.colsum = v.colsum;
+      fn(rv, keep);
+      if (split == nullptr) return;
+      // Split step: the rows stop above the hooks either way, so the
+      // verdicts are kept for after_split. The prompt's last row would have
+      // stayed for its logits.
+      for (size_t i = 0; i < pos.size(); ++i) {
+        if (pos[i] == split->n_prompt - 1) keep[i] = 1;
+        if (!keep[i]) split->resume_keep[pos[i] - split->defer_begin] = 0;
+      }
+    };
+    step->hooks.push_back(std::move(lh));
+  }
+  if (l.kv_probe) {
+    // Profilers: every layer's fresh and copied V of the reused rows.
+    for (int32_t layer = 0; layer < model_->spec.n_layers; ++layer) {
+      LayerHook lh;
+      lh.seq = seq_index;
+      lh.layer = layer;
+      lh.fn = [rows = &step->rows, reused = &l.reused, probe = &l.kv_probe, layer,
+               head_dim = int64_t{model_->spec.head_dim}](const HookView& v, std::span<uint8_t> keep) {
+        (void)keep;
+        std::vector<int32_t> pos;
+        std::vector<float> k, ck, fresh, cached;
+        auto take = [&](std::vector<float>& to, const float* from, size_t i) {
+          to.insert(to.end(), from + i * v.kv_dim, from + (i + 1) * v.kv_dim);
+        };
+        for (size_t i = 0; i < v.rows.size(); ++i) {
+          const int32_t p = (*rows)[v.rows[i]].pos;
+          if (p >= static_cast<int32_t>(reused->size()) || !(*reused)[p]) continue;
+          pos.push_back(p);
+          take(k, v.k, i);
+          take(ck, v.cached_k, i);
+          take(fresh, v.v, i);
+          take(cached, v.cached_v, i);
+        }
+        ServeRequest::KvProbe pr;
+        pr.layer = layer;
+        pr.pos = pos.data();
+        pr.n = static_cast<int64_t>(pos.size());
+        pr.k = k.data();
+        pr.cached_k = ck.data();
+        pr.v = fresh.data();
+        pr.cached_v = cached.data();
+        pr.kv_dim = v.kv_dim;
+        pr.head_dim = head_dim;
+        if (pr.n > 0) (*probe)(pr);
+      };
+      step->hooks.push_back(std::move(lh));
+    }
+  }
+}
+
+void ServingEngineImpl::mark_captures(const Live& l, TokenRow* row) const {
+  if (!l.capture || row->slot < 0) return;
+  const int32_t end = row->layer_end == kAllLayers ? model_->spec.n_layers : row->layer_end;
+  if (capture_layer_ > 0 && row->layer_begin == 0 && end > capture_layer_) row->capture_layer = capture_layer_;
+  // Generated tokens receive influence from later decode steps.
+  if (row->pos >= l.n_prompt) row->influence = true;
+}
+
+void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of) {
+  const int64_t d = model_->spec.d_model;
+  int64_t ci = 0;
+  for (size_t q = 0; q < step.seqs.size(); ++q) {
+    // A DroidSpeak request's captures are its snapshots; others' relay's.
+    const bool ds = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.critical_layers.empty();
+    KvComponent* to = ds ? ds_hidden_.get() : hidden_.get();
+    // A chunk run only through its whole-prompt selection layer: its
+    // captures wait in the request for the prompt's last chunk.
+    Live* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer_step ? seq_of[q] : nullptr;
+    if (defer != nullptr) defer->defer_step = false;
+    for (int32_t r = step.seqs[q].row_begin; r < step.seqs[q].row_end; ++r) {
+      const TokenRow& row = step.rows[r];
+      if (row.capture_layer < 0) continue;
+      const float* h = so.captures.data() + ci++ * d;
+      if (defer != nullptr) {
+        defer_->put(defer->id, row.pos - defer->defer_begin, h);
+        continue;
+      }
+      if (to == nullptr) continue;
+      std::span<float> dst = to->write(row.slot, generation_of(row.slot));
+      std::copy(h, h + d, dst.begin());
+    }
+  }
+  if (!influence_) return;
+  const int32_t bs = opts_.block_size;
+  for (size_t q = 0; q < so.influence.size() && q < seq_of.size(); ++q) {
+    const std::vector<float>& acc = so.influence[q];
+    if (acc.empty() || seq_of[q] == nullptr) continue;
+    const StepSeq& sq = step.seqs[q];
+    int32_t last = -1;  // the latest query position: keys before it were generated earlier
+    for (int32_t r = sq.row_begin; r < sq.row_end; ++r) {
+      if (step.rows[r].influence) last = std::max(last, step.rows[r].pos);
+    }
+    for (int32_t j = seq_of[q]->n_prompt; j < last && j < static_cast<int32_t>(acc.size()); ++j) {
+      const int64_t slot = int64_t{sq.blocks[j / bs]} * bs + j % bs;
+      const uint32_t gen = generation_of(slot);
+      const std::span<const float> cur = influence_->read(slot, gen);
+      const float base = cur.empty() ? 0.0f : cur[0];
+      influence_->write(slot, gen)[0] = base + acc[j];
+    }
+  }
+}
+
+}  // namespace agentkv
