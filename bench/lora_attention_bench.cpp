@@ -3,9 +3,12 @@
 // kv heads, head_dim 64, block 16) at rank r: plain attention over V_base,
 // the fused rank-r accumulator, V expanded per call (what an engine without
 // it does) and the automatic choice, interleaved round by round, for decode
-// rows and prefill chunks. Prints medians and each against plain.
+// rows and prefill chunks, over an f32 or a half cache (the engine's
+// default is f16: K/V and the LR rows alike). Prints medians and each
+// against plain.
 //
-// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R]
+// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R] [--kv-dtype f32,f16]
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,9 +20,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "backend/backend.h"
+#include "format/fp16.h"
 
 using namespace agentkv;
 
@@ -48,11 +50,19 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int reps = 9;
   int32_t rank = 8;
-  CLI::App app{"Flash-LoRA-Attention against plain attention and attention over expanded V, on one "
-               "SmolLM2-135M layer (docs/benchmarks.md, \"Flash-LoRA-Attention\")"};
-  app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
+  CLI::App app{
+      "Flash-LoRA-Attention against plain attention and attention over expanded V, on one "
+      "SmolLM2-135M layer (docs/benchmarks.md, \"Flash-LoRA-Attention\")"};
+  app.add_option("--threads", threads, "thread counts, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "interleaved rounds (medians)")->check(CLI::PositiveNumber);
   app.add_option("--rank", rank, "LoRA rank r")->check(CLI::Range(1, 256));
+  std::vector<std::string> dtypes = {"f32", "f16"};
+  app.add_option("--kv-dtype", dtypes,
+                 "KV cache (and LR cache) element types, comma-separated: f32, f16, bf16")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   CLI11_PARSE(app, argc, argv);
   const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, max_len = 8192;
   const std::vector<Scenario> scenarios = {
@@ -76,44 +86,59 @@ int main(int argc, char** argv) {
   std::iota(lr_ids.begin(), lr_ids.end(), 0);
   std::shuffle(block_ids.begin(), block_ids.end(), rng);
   std::shuffle(lr_ids.begin(), lr_ids.end(), rng);
-  KvLayerView kv{k.data(), v.data(), stride, bs, kv_heads, D};
+  // The same values rounded to a half type, for the half caches.
+  auto half = [](const std::vector<float>& x, bool bf16) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = bf16 ? f32_to_bf16(x[i]) : f32_to_fp16(x[i]);
+    return h;
+  };
 
   std::printf("rank %d, SmolLM2-135M layer (9/3 heads, head_dim 64), medians of %d interleaved rounds\n\n",
               rank, reps);
   std::printf(
-      "| scenario | threads | plain ms | flash-lora ms | expand V ms | auto ms | flash-lora / plain | "
-      "expand / plain | flash-lora / expand |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& sc : scenarios) {
-    const int32_t n_rows = int32_t(sc.rows.size());
-    std::vector<float> q(size_t(n_rows) * n_heads * D), out(q.size());
-    for (auto& x : q) x = dist(rng);
-    std::vector<int32_t> row_indptr = {0, n_rows}, block_indptr = {0, (sc.kv_len + bs - 1) / bs};
-    const float* b_ptr = b.data();
-    const float scale = 2.0f;
-    for (int t : threads) {
-      auto be = backend_cpu_init({.n_threads = t});
-      std::vector<double> ms[4];
-      for (int r = 0; r < reps + 1; ++r) {
-        for (int variant = 0; variant < 4; ++variant) {
-          AttentionPlan plan{1, row_indptr.data(), sc.rows.data(), block_indptr.data(), block_ids.data()};
-          LrAttention lp{lr.data(),     lr_stride, rank,  block_indptr.data(),
-                         lr_ids.data(), &b_ptr,    &rank, &scale};
-          lp.path = variant == 1   ? LrAttention::Path::kFused
-                    : variant == 2 ? LrAttention::Path::kExpand
-                                   : LrAttention::Path::kAuto;
-          if (variant > 0) plan.lr = &lp;
-          const int inner = n_rows == 1 ? 100 : 1;
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int j = 0; j < inner; ++j)
-            be->attention(plan, q.data(), n_heads, kv, 1.0f / std::sqrt(float(D)), out.data());
-          const double dt =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / inner;
-          if (r > 0) ms[variant].push_back(dt * 1e3);  // round 0 warms up
+      "| scenario | kv | threads | plain ms | flash-lora ms | expand V ms | auto ms | flash-lora / plain | "
+      "expand / plain | flash-lora / expand |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const std::string& dt : dtypes) {
+    const KvDType dtype = *kv_dtype_parse(dt);
+    const bool bf = dtype == KvDType::kBF16;
+    std::vector<uint16_t> k16, v16, lr16;
+    if (dtype != KvDType::kF32) k16 = half(k, bf), v16 = half(v, bf), lr16 = half(lr, bf);
+    void* kp = dtype == KvDType::kF32 ? static_cast<void*>(k.data()) : k16.data();
+    void* vp = dtype == KvDType::kF32 ? static_cast<void*>(v.data()) : v16.data();
+    const void* lrp = dtype == KvDType::kF32 ? static_cast<const void*>(lr.data()) : lr16.data();
+    KvLayerView kv{kp, vp, stride, bs, kv_heads, D, dtype};
+    for (const auto& sc : scenarios) {
+      const int32_t n_rows = int32_t(sc.rows.size());
+      std::vector<float> q(size_t(n_rows) * n_heads * D), out(q.size());
+      for (auto& x : q) x = dist(rng);
+      std::vector<int32_t> row_indptr = {0, n_rows}, block_indptr = {0, (sc.kv_len + bs - 1) / bs};
+      const float* b_ptr = b.data();
+      const float scale = 2.0f;
+      for (int t : threads) {
+        auto be = backend_cpu_init({.n_threads = t});
+        std::vector<double> ms[4];
+        for (int r = 0; r < reps + 1; ++r) {
+          for (int variant = 0; variant < 4; ++variant) {
+            AttentionPlan plan{1, row_indptr.data(), sc.rows.data(), block_indptr.data(), block_ids.data()};
+            LrAttention lp{lrp, lr_stride, rank, block_indptr.data(), lr_ids.data(), &b_ptr, &rank, &scale};
+            lp.dtype = dtype;
+            lp.path = variant == 1   ? LrAttention::Path::kFused
+                      : variant == 2 ? LrAttention::Path::kExpand
+                                     : LrAttention::Path::kAuto;
+            if (variant > 0) plan.lr = &lp;
+            const int inner = n_rows == 1 ? 100 : 1;
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int j = 0; j < inner; ++j)
+              be->attention(plan, q.data(), n_heads, kv, 1.0f / std::sqrt(float(D)), out.data());
+            const double dt =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / inner;
+            if (r > 0) ms[variant].push_back(dt * 1e3);  // round 0 warms up
+          }
         }
+        const double m0 = median(ms[0]), m1 = median(ms[1]), m2 = median(ms[2]), m3 = median(ms[3]);
+        std::printf("| %s | %s | %d | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx | %.2fx |\n", sc.name.c_str(),
+                    dt.c_str(), t, m0, m1, m2, m3, m1 / m0, m2 / m0, m1 / m2);
       }
-      const double m0 = median(ms[0]), m1 = median(ms[1]), m2 = median(ms[2]), m3 = median(ms[3]);
-      std::printf("| %s | %d | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx | %.2fx |\n", sc.name.c_str(), t, m0,
-                  m1, m2, m3, m1 / m0, m2 / m0, m1 / m2);
     }
   }
   return 0;

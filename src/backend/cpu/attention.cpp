@@ -71,10 +71,10 @@ struct Scratch {
   std::vector<const float*> kp;  // [kKeys] key rows of the tile
   std::vector<const float*> vp;  // [kKeys] value rows of the tile
   // An f16/bf16 cache: the tile's K and V rows of the item's kv head, read
-  // in place (k16, v16), or, where a low-rank V part rides along, widened
-  // to f32 once (kw, vw) and read by every query of the item.
+  // in place (k16, v16); where V comes expanded (the LR expand path), the K
+  // rows are widened to f32 once (kw) instead.
   std::vector<const uint16_t*> k16, v16;  // [kKeys]
-  std::vector<float> kw, vw;     // [kKeys, D]
+  std::vector<float> kw;         // [kKeys, D]
   std::vector<float> s;          // [nq, kKeys] scores, then probabilities
   std::vector<float> acc;        // [nq, D] unnormalised output
   std::vector<float> m, l;       // [nq] running max and sum
@@ -84,8 +84,8 @@ struct Scratch {
   std::vector<float> hist;       // [nq, keys]
   std::vector<float> hist_m;     // [nq, tiles]
   // Flash-LoRA-Attention: the tile's LR rows and the low-rank accumulator.
-  std::vector<const float*> lp;  // [kKeys]
-  std::vector<float> lw;         // [kKeys, rank] the tile's LR rows widened, for an f16/bf16 LR cache
+  std::vector<const float*> lp;      // [kKeys] the tile's LR rows, f32 cache
+  std::vector<const uint16_t*> l16;  // [kKeys] the same, f16/bf16 cache (read in place)
   std::vector<float> acc_lr;     // [nq, rank] unnormalised P·V_lr
 };
 
@@ -305,61 +305,63 @@ void accumulate_pv_heads(float* acc, const float* p, const typename L::T* const*
   for (; q < nq; ++q) accumulate_pv<L>(acc + q * D, p + q * kKeys, v, n, D);
 }
 
-// acc[0..R) += sum_{t < n} p[t] * l[t][0..R) for the narrow LR rows
-// (Flash-LoRA-Attention's second accumulator, R = the rank, often 8): one
-// vector per 8 columns would chain every key's FMA on the one before, so
-// four partial sums over t mod 4 run side by side and are added at the end,
-// in that fixed order.
-void accumulate_lr(float* acc, const float* p, const float* const* l, int n, int R) {
-  int d = 0;
+// Flash-LoRA-Attention's second accumulator for nq queries sharing their
+// keys (the heads of one row): acc rows R apart, p rows kKeys apart, l the
+// keys' LR rows (R = the rank, often 8) read in place in the LR cache's
+// dtype. Each LR row is loaded once for all the queries. Per query and
+// column two partial sums (even and odd keys) keep the FMA chains short;
+// they are added at the end. The arithmetic of a query is the same in a
+// group of three or alone, so a row's result does not depend on the batch.
+template <class L, int Q>
+void lr_heads(float* acc, const float* p, const typename L::T* const* l, int n, int R) {
 #if AGENTKV_AVX2
-  for (; d + 8 <= R; d += 8) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int d = 0; d + 8 <= R; d += 8) {
+    __m256 a[Q][2];
+    for (int q = 0; q < Q; ++q) a[q][0] = _mm256_setzero_ps(), a[q][1] = a[q][0];
     int t = 0;
-    for (; t + 4 <= n; t += 4) {
-      a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(l[t] + d), a0);
-      a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 1), _mm256_loadu_ps(l[t + 1] + d), a1);
-      a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 2), _mm256_loadu_ps(l[t + 2] + d), a2);
-      a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t + 3), _mm256_loadu_ps(l[t + 3] + d), a3);
+    for (; t + 2 <= n; t += 2) {
+      const __m256 l0 = L::load8(l[t] + d), l1 = L::load8(l[t + 1] + d);
+      for (int q = 0; q < Q; ++q) {
+        a[q][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t), l0, a[q][0]);
+        a[q][1] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t + 1), l1, a[q][1]);
+      }
     }
-    for (; t < n; ++t) a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(l[t] + d), a0);
-    const __m256 sum = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), sum));
+    if (t < n) {
+      const __m256 l0 = L::load8(l[t] + d);
+      for (int q = 0; q < Q; ++q)
+        a[q][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t), l0, a[q][0]);
+    }
+    for (int q = 0; q < Q; ++q) {
+      float* o = acc + q * R + d;
+      _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_add_ps(a[q][0], a[q][1])));
+    }
   }
+#else
+  (void)acc, (void)p, (void)l, (void)n, (void)R;
 #endif
-  for (; d < R; ++d) {
-    float a = 0.0f;
-    for (int t = 0; t < n; ++t) a += p[t] * l[t][d];
-    acc[d] += a;
+}
+
+template <class L>
+void accumulate_lr_heads(float* acc, const float* p, const typename L::T* const* l, int n, int R, int nq) {
+  int q = 0;
+#if AGENTKV_AVX2
+  if (R >= 8) {
+    for (; q + 3 <= nq; q += 3) lr_heads<L, 3>(acc + q * R, p + q * kKeys, l, n, R);
+    for (; q < nq; ++q) lr_heads<L, 1>(acc + q * R, p + q * kKeys, l, n, R);
+  }
+  const int d0 = R - R % 8;  // the columns the vector loops did not cover
+#else
+  const int d0 = 0;
+#endif
+  for (q = 0; q < nq; ++q) {
+    for (int d = d0; d < R; ++d) {
+      float a = 0.0f;
+      for (int t = 0; t < n; ++t) a += p[q * kKeys + t] * L::at(l[t] + d);
+      acc[q * R + d] += a;
+    }
   }
 }
 
-// accumulate_pv and accumulate_lr in one pass for head_dim 64 and rank 8
-// (SmolLM2 and LRAgent's r): each key's probability is broadcast once for
-// its V row and its LR row, and the LR row's FMA hides in the V row's eight.
-// The LR sum runs in key order (one chain), unlike accumulate_lr; the path
-// depends only on D and R, so a row's result is the same in every call.
-bool accumulate_pv_lr_64x8(float* acc, float* acc_lr, const float* p, const float* const* v, const float* const* l,
-                           int n, int D, int R) {
-#if AGENTKV_AVX2
-  if (D != 64 || R != 8) return false;
-  __m256 a[8];
-  for (int i = 0; i < 8; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
-  __m256 b = _mm256_loadu_ps(acc_lr);
-  for (int t = 0; t < n; ++t) {
-    const __m256 pt = _mm256_broadcast_ss(p + t);
-    const float* vr = v[t];
-    for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vr + 8 * i), a[i]);
-    b = _mm256_fmadd_ps(pt, _mm256_loadu_ps(l[t]), b);
-  }
-  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
-  _mm256_storeu_ps(acc_lr, b);
-  return true;
-#else
-  (void)acc, (void)acc_lr, (void)p, (void)v, (void)l, (void)n, (void)D, (void)R;
-  return false;
-#endif
-}
 
 // Online-softmax step over one tile of scores: keys >= valid are masked,
 // m_new = max(m_old, max p[0..valid)), p[t] = exp(p[t] - m_new) (0 when masked),
@@ -489,7 +491,7 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   const int R = lr_acc ? lr.rank : 0;
   if (lr_acc) {
     sc.lp.resize(kKeys);
-    sc.lw.resize(size_t(kKeys) * R);
+    sc.l16.resize(kKeys);
     sc.acc_lr.assign(size_t(nq) * R, 0.0f);
   }
   // Tile probabilities for the column sums: the item's own scratch, or the
@@ -504,14 +506,13 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
     hist = po.hist, hist_m = po.hist_m;
   }
   const bool widen = kv.dtype != KvDType::kF32;
-  // A half cache without a low-rank part is read in place by the loops below.
-  const bool in_place = widen && !lr_acc && lr.vexp == nullptr;
+  // A half cache is read in place by the loops below, unless V comes expanded.
+  const bool in_place = widen && lr.vexp == nullptr;
   if (in_place) {
     sc.k16.resize(kKeys);
     sc.v16.resize(kKeys);
   } else if (widen) {
     sc.kw.resize(size_t(kKeys) * D);
-    sc.vw.resize(size_t(kKeys) * D);
   }
   const bool bf16 = kv.dtype == KvDType::kBF16;
   const int64_t row_bytes = int64_t(D) * kv_dtype_bytes(kv.dtype);
@@ -545,12 +546,7 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       } else {
         float* kr = &sc.kw[size_t(t) * D];
         cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.k, kv.dtype, off), kr, D);
-        sc.kp[t] = kr;
-        if (lr.vexp == nullptr) {
-          float* vr = &sc.vw[size_t(t) * D];
-          cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.v, kv.dtype, off), vr, D);
-          sc.vp[t] = vr;
-        }
+        sc.kp[t] = kr;  // V: lr.vexp, below
       }
       if (lr.vexp != nullptr) sc.vp[t] = lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D;
       if (lr_acc) {
@@ -559,9 +555,7 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
         if (la.dtype == KvDType::kF32) {
           sc.lp[t] = static_cast<const float*>(la.lr) + e;
         } else {
-          float* lr_row = &sc.lw[size_t(t) * R];
-          cpu::kv_to_f32(la.dtype, cpu::kv_elem(la.lr, la.dtype, e), lr_row, R);
-          sc.lp[t] = lr_row;
+          sc.l16[t] = static_cast<const uint16_t*>(la.lr) + e;
         }
       }
     }
@@ -589,16 +583,11 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       }
       sc.l[qi] += sum;
       sc.m[qi] = m_new;
-      if (lr_acc && !accumulate_pv_lr_64x8(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R)) {
-        accumulate_pv(acc, p, sc.vp.data(), valid, D);
-        accumulate_lr(acc_lr, p, sc.lp.data(), valid, R);
-      }
       if (colsums) {
         std::copy(p, p + valid, &hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys]);
         hist_m[size_t(qi) * n_tiles + j0 / kKeys] = m_new;
       }
     }
-    if (lr_acc) continue;
     // P·V for the heads of one row together (they share the row's keys):
     // each V row is read and widened once for all of them.
     for (int qi = 0; qi < nq; qi += nh) {
@@ -612,6 +601,16 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
         accumulate_pv_heads<LoadBF16>(acc, p, sc.v16.data(), valid, D, nh);
       } else {
         accumulate_pv_heads<LoadF16>(acc, p, sc.v16.data(), valid, D, nh);
+      }
+      if (!lr_acc) continue;
+      // Flash-LoRA-Attention's second accumulator, under the same probabilities.
+      float* acc_lr = &sc.acc_lr[size_t(qi) * R];
+      if (plan.lr->dtype == KvDType::kF32) {
+        accumulate_lr_heads<LoadF32>(acc_lr, p, sc.lp.data(), valid, R, nh);
+      } else if (plan.lr->dtype == KvDType::kBF16) {
+        accumulate_lr_heads<LoadBF16>(acc_lr, p, sc.l16.data(), valid, R, nh);
+      } else {
+        accumulate_lr_heads<LoadF16>(acc_lr, p, sc.l16.data(), valid, R, nh);
       }
     }
   }
