@@ -182,3 +182,7 @@ def test_metrics_count_frozen_segments(server):
     assert metric(m, "agentkv_frozen_segments") == n
     assert metric(m, "agentkv_frozen_blocks") >= seg["blocks"]
     assert ("agentkv_segment_evictions_total", frozenset()) in m
+    # The segment's prefill ran: the largest step is within the default
+    # --max-batch-tokens (512) of SmolLM2's 30 layers (no whole-prompt
+    # selection here, which may add its selection layer's rows).
+    assert 0 < metric(m, "agentkv_step_token_layers_max") <= 512 * 30
