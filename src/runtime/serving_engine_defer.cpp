@@ -87,7 +87,7 @@ void ServingEngineImpl::split_rows(Live& l, SchedRequest* r, int32_t row_begin, 
     TokenRow& row = step->rows[i];
     if (end_of(row) <= cap || row.layer_begin >= cap) continue;
     l.resume_pos.push_back(row.pos);
-    l.resume_end.push_back(row.layer_end);
+    l.resume_end.push_back(end_of(row));
     row.layer_end = cap;
     row.capture_layer = cap;
     row.logits = false;
@@ -109,10 +109,7 @@ void ServingEngineImpl::after_split(Live& l, SchedRequest* r) {
   l.resume_pos.resize(j);
   l.resume_end.resize(j);
   l.resume_keep.clear();
-  const int32_t n_layers = model_->spec.n_layers;
-  int64_t rest = 0;
-  for (int32_t end : l.resume_end) rest += (end == kAllLayers ? n_layers : end) - l.resume_layer;
-  if (r != nullptr) r->pending_work = static_cast<int32_t>((rest + n_layers - 1) / n_layers);
+  if (r != nullptr) r->pending_work = pending_work(l);
   if (j == 0) release_defer(l);
 }
 
@@ -129,15 +126,11 @@ void ServingEngineImpl::plan_resume(const ScheduledSeq& s, Live& l, int32_t adap
     step->seqs.push_back(std::move(q));
     return;
   }
-  const int32_t n_layers = model_->spec.n_layers;
   const int64_t d_model = model_->spec.d_model;
-  auto cost_of = [&](size_t i) {
-    return int64_t{l.resume_end[i] == kAllLayers ? n_layers : l.resume_end[i]} - l.resume_layer;
-  };
-  const int64_t budget = int64_t{s.work} * n_layers;
+  const int64_t budget = int64_t{s.work} * model_->spec.n_layers;
   int64_t spent = 0;
   while (l.resume_next < l.resume_pos.size()) {
-    const int64_t cost = cost_of(l.resume_next);
+    const int64_t cost = l.resume_end[l.resume_next] - l.resume_layer;
     if (spent > 0 && spent + cost > budget) break;
     const int32_t p = l.resume_pos[l.resume_next++];
     TokenRow row = prompt_row(l, *r, q.blocks, p, adapter_index);
@@ -154,11 +147,16 @@ void ServingEngineImpl::plan_resume(const ScheduledSeq& s, Live& l, int32_t adap
   }
   q.row_end = static_cast<int32_t>(step->rows.size());
   step->seqs.push_back(std::move(q));
-  int64_t rest = 0;
-  for (size_t i = l.resume_next; i < l.resume_pos.size(); ++i) rest += cost_of(i);
-  r->pending_work = static_cast<int32_t>((rest + n_layers - 1) / n_layers);
+  r->pending_work = pending_work(l);
   // The rows read their states already (into the step): the scratch can go.
-  if (rest == 0) release_defer(l);
+  if (l.resume_next == l.resume_pos.size()) release_defer(l);
+}
+
+int32_t ServingEngineImpl::pending_work(const Live& l) const {
+  const int32_t n_layers = model_->spec.n_layers;
+  int64_t rest = 0;
+  for (size_t i = l.resume_next; i < l.resume_pos.size(); ++i) rest += l.resume_end[i] - l.resume_layer;
+  return static_cast<int32_t>((rest + n_layers - 1) / n_layers);
 }
 
 void ServingEngineImpl::release_defer(Live& l) {

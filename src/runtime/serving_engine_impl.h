@@ -92,7 +92,7 @@ struct Live {
   bool whole_prompt_off = false;
   // When the last chunk's rows would not fit its step, they stop above its
   // hooks (at resume_layer) and the kept ones run in later steps: their
-  // positions (ascending) and layer ends, the next to run, and the hooks'
+  // positions (ascending) and layer ends (resolved: never kAllLayers), the next to run, and the hooks'
   // verdicts by position - defer_begin while the split step runs.
   int32_t resume_layer = -1;
   std::vector<int32_t> resume_pos, resume_end;
@@ -190,6 +190,8 @@ class ServingEngineImpl final : public ServingEngine {
   void after_split(Live& l, SchedRequest* r);
   // A share of pending work: the next kept rows, from resume_layer, within s.work token rows.
   void plan_resume(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
+  // Token rows of the kept rows still to run (SchedRequest::pending_work).
+  int32_t pending_work(const Live& l) const;
   // Drops the request's deferred state and gives its scratch back.
   void release_defer(Live& l);
   // Turns one logits row into a token and an event; finishes when it should.
