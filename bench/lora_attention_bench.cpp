@@ -7,7 +7,7 @@
 // default is f16: K/V and the LR rows alike). Prints medians and each
 // against plain.
 //
-// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R] [--kv-dtype f32,f16]
+// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R] [--kv-dtype f32,f16] [--scenarios decode@512,...]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -29,6 +29,7 @@ namespace {
 
 struct Scenario {
   std::string name;
+  std::string key;  // its name for --scenarios
   int32_t kv_len;
   std::vector<int32_t> rows;  // query positions (one sequence)
 };
@@ -63,16 +64,34 @@ int main(int argc, char** argv) {
                  "KV cache (and LR cache) element types, comma-separated: f32, f16, bf16")
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  std::vector<std::string> only;
+  app.add_option("--scenarios", only,
+                 "run only these scenarios, comma-separated: decode@512, decode@2048, decode@8192, "
+                 "chunk8, chunk32, chunk128, chunk512 (default: all)")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, max_len = 8192;
-  const std::vector<Scenario> scenarios = {
-      {"decode @512", 512, {511}},
-      {"decode @2048", 2048, {2047}},
-      {"decode @8192", 8192, {8191}},
-      {"chunk 8 @2048", 2048, iota_from(2040, 8)},
-      {"chunk 32 @2048", 2048, iota_from(2016, 32)},
-      {"chunk 512 @2048", 2048, iota_from(1536, 512)},
+  std::vector<Scenario> scenarios = {
+      {"decode @512", "decode@512", 512, {511}},
+      {"decode @2048", "decode@2048", 2048, {2047}},
+      {"decode @8192", "decode@8192", 8192, {8191}},
+      {"chunk 8 @2048", "chunk8", 2048, iota_from(2040, 8)},
+      {"chunk 32 @2048", "chunk32", 2048, iota_from(2016, 32)},
+      {"chunk 128 @2048", "chunk128", 2048, iota_from(1920, 128)},
+      {"chunk 512 @2048", "chunk512", 2048, iota_from(1536, 512)},
   };
+  if (!only.empty()) {
+    std::vector<Scenario> kept;
+    for (const std::string& o : only) {
+      auto it = std::find_if(scenarios.begin(), scenarios.end(), [&](const Scenario& s) { return s.key == o; });
+      if (it == scenarios.end()) {
+        std::fprintf(stderr, "bench_lora_attention: unknown scenario '%s' (see --help)\n", o.c_str());
+        return 2;
+      }
+      kept.push_back(*it);
+    }
+    scenarios = kept;
+  }
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   const int32_t n_blocks = max_len / bs;

@@ -70,9 +70,10 @@ struct LrAttention {
   // How: kFused keeps the rank-r accumulator (extra work per query head:
   // L·r, plus r·D for B); kExpand expands each sequence's V rows once per
   // call (L · r · kv_dim multiply-adds) and attends over them, as an engine
-  // without Flash-LoRA-Attention does; kAuto picks per sequence the cheaper
-  // by that count: fused for decode and short chunks, expand once a chunk's
-  // query heads per kv head outnumber about head_dim. Equal to rounding;
+  // without Flash-LoRA-Attention does; kAuto picks per sequence: fused for
+  // decode and chunks up to about 120 rows, expand beyond (the fused
+  // accumulator rides in P·V's pass almost free, so expanding pays only for
+  // long chunks; docs/benchmarks.md, "Flash-LoRA-Attention"). Equal to rounding;
   // under kAuto a row's rounding so depends on its sequence's rows in the
   // call (only LR sequences, whose schemes are approximate anyway).
   // kFused and kExpand keep batch invariance.

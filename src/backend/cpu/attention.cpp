@@ -268,26 +268,51 @@ void accumulate_pv(float* acc, const float* p, const typename L::T* const* v, in
 // accumulate_pv for Q queries at once, 32 columns at a time: each V vector
 // is loaded (and widened) once and feeds Q FMA chains. Every acc element
 // sums fma(p[t], v[t][d], acc) in key order, as accumulate_pv does.
-template <class L, int Q>
-void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, int D) {
-  for (int d = 0; d < D; d += 32) {
-    __m256 a[Q][4];
+//
+// NL > 0 (Flash-LoRA-Attention at rank 8 * NL): the pass over columns 0-31
+// also takes each key's LR row l[t] (NL vectors) into the Q rank-r
+// accumulators acc_lr (rows 8 * NL apart), under the same broadcast
+// probability, so the second accumulator costs NL loads and Q * NL FMAs per
+// key and nothing else. acc_lr sums fma(p[t], l[t][k], acc_lr) in key order.
+template <class L, int Q, int NL>
+[[gnu::always_inline]] inline void pv_pass(float* acc, const float* p, const typename L::T* const* v, int n, int D, int d, float* acc_lr,
+             const typename L::T* const* l) {
+  constexpr int R = 8 * NL;
+  __m256 a[Q][4];
+  [[maybe_unused]] __m256 b[Q][NL > 0 ? NL : 1];
+  for (int q = 0; q < Q; ++q)
+    for (int i = 0; i < 4; ++i) a[q][i] = _mm256_loadu_ps(acc + q * D + d + 8 * i);
+  if constexpr (NL > 0)
     for (int q = 0; q < Q; ++q)
-      for (int i = 0; i < 4; ++i) a[q][i] = _mm256_loadu_ps(acc + q * D + d + 8 * i);
-    for (int t = 0; t < n; ++t) {
-      const typename L::T* vr = v[t] + d;
-      const __m256 v0 = L::load8(vr), v1 = L::load8(vr + 8), v2 = L::load8(vr + 16), v3 = L::load8(vr + 24);
-      for (int q = 0; q < Q; ++q) {
-        const __m256 pt = _mm256_broadcast_ss(p + q * kKeys + t);
-        a[q][0] = _mm256_fmadd_ps(pt, v0, a[q][0]);
-        a[q][1] = _mm256_fmadd_ps(pt, v1, a[q][1]);
-        a[q][2] = _mm256_fmadd_ps(pt, v2, a[q][2]);
-        a[q][3] = _mm256_fmadd_ps(pt, v3, a[q][3]);
-      }
+      for (int k = 0; k < NL; ++k) b[q][k] = _mm256_loadu_ps(acc_lr + q * R + 8 * k);
+  for (int t = 0; t < n; ++t) {
+    const typename L::T* vr = v[t] + d;
+    const __m256 v0 = L::load8(vr), v1 = L::load8(vr + 8), v2 = L::load8(vr + 16), v3 = L::load8(vr + 24);
+    [[maybe_unused]] __m256 w[NL > 0 ? NL : 1];
+    if constexpr (NL > 0)
+      for (int k = 0; k < NL; ++k) w[k] = L::load8(l[t] + 8 * k);
+    for (int q = 0; q < Q; ++q) {
+      const __m256 pt = _mm256_broadcast_ss(p + q * kKeys + t);
+      a[q][0] = _mm256_fmadd_ps(pt, v0, a[q][0]);
+      a[q][1] = _mm256_fmadd_ps(pt, v1, a[q][1]);
+      a[q][2] = _mm256_fmadd_ps(pt, v2, a[q][2]);
+      a[q][3] = _mm256_fmadd_ps(pt, v3, a[q][3]);
+      if constexpr (NL > 0)
+        for (int k = 0; k < NL; ++k) b[q][k] = _mm256_fmadd_ps(pt, w[k], b[q][k]);
     }
-    for (int q = 0; q < Q; ++q)
-      for (int i = 0; i < 4; ++i) _mm256_storeu_ps(acc + q * D + d + 8 * i, a[q][i]);
   }
+  for (int q = 0; q < Q; ++q)
+    for (int i = 0; i < 4; ++i) _mm256_storeu_ps(acc + q * D + d + 8 * i, a[q][i]);
+  if constexpr (NL > 0)
+    for (int q = 0; q < Q; ++q)
+      for (int k = 0; k < NL; ++k) _mm256_storeu_ps(acc_lr + q * R + 8 * k, b[q][k]);
+}
+
+template <class L, int Q, int NL = 0>
+[[gnu::always_inline]] inline void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, int D, float* acc_lr = nullptr,
+              const typename L::T* const* l = nullptr) {
+  pv_pass<L, Q, NL>(acc, p, v, n, D, 0, acc_lr, l);
+  for (int d = 32; d < D; d += 32) pv_pass<L, Q, 0>(acc, p, v, n, D, d, nullptr, nullptr);
 }
 #endif
 
@@ -305,36 +330,50 @@ void accumulate_pv_heads(float* acc, const float* p, const typename L::T* const*
   for (; q < nq; ++q) accumulate_pv<L>(acc + q * D, p + q * kKeys, v, n, D);
 }
 
+// accumulate_pv_heads plus Flash-LoRA-Attention's accumulator in the same
+// pass over the keys, for the ranks pv_heads takes along (8 and 16, the
+// LR rows in the V rows' dtype). False: not taken; the caller runs the two
+// apart. A query's arithmetic is the same in a group of three or alone.
+template <class L>
+bool accumulate_pv_lr_heads(float* acc, float* acc_lr, const float* p, const typename L::T* const* v,
+                            const typename L::T* const* l, int n, int D, int R, int nq) {
+#if AGENTKV_AVX2
+  if (D % 32 != 0 || (R != 8 && R != 16)) return false;
+  auto run = [&]<int NL>() {
+    int q = 0;
+    for (; q + 3 <= nq; q += 3) pv_heads<L, 3, NL>(acc + q * D, p + q * kKeys, v, n, D, acc_lr + q * R, l);
+    for (; q < nq; ++q) pv_heads<L, 1, NL>(acc + q * D, p + q * kKeys, v, n, D, acc_lr + q * R, l);
+  };
+  if (R == 8) {
+    run.template operator()<1>();
+  } else {
+    run.template operator()<2>();
+  }
+  return true;
+#else
+  (void)acc, (void)acc_lr, (void)p, (void)v, (void)l, (void)n, (void)D, (void)R, (void)nq;
+  return false;
+#endif
+}
+
 // Flash-LoRA-Attention's second accumulator for nq queries sharing their
-// keys (the heads of one row): acc rows R apart, p rows kKeys apart, l the
-// keys' LR rows (R = the rank, often 8) read in place in the LR cache's
-// dtype. Each LR row is loaded once for all the queries. Per query and
-// column two partial sums (even and odd keys) keep the FMA chains short;
-// they are added at the end. The arithmetic of a query is the same in a
-// group of three or alone, so a row's result does not depend on the batch.
+// keys (the heads of one row), in a pass of its own: acc rows R apart, p
+// rows kKeys apart, l the keys' LR rows read in place in the LR cache's
+// dtype, each loaded once for all the queries. The arithmetic is pv_pass's
+// for its LR columns (one FMA chain per column, in key order, on acc), so a
+// query's result is the same whichever of the two passes ran, in a group of
+// three or alone.
 template <class L, int Q>
 void lr_heads(float* acc, const float* p, const typename L::T* const* l, int n, int R) {
 #if AGENTKV_AVX2
   for (int d = 0; d + 8 <= R; d += 8) {
-    __m256 a[Q][2];
-    for (int q = 0; q < Q; ++q) a[q][0] = _mm256_setzero_ps(), a[q][1] = a[q][0];
-    int t = 0;
-    for (; t + 2 <= n; t += 2) {
-      const __m256 l0 = L::load8(l[t] + d), l1 = L::load8(l[t + 1] + d);
-      for (int q = 0; q < Q; ++q) {
-        a[q][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t), l0, a[q][0]);
-        a[q][1] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t + 1), l1, a[q][1]);
-      }
+    __m256 a[Q];
+    for (int q = 0; q < Q; ++q) a[q] = _mm256_loadu_ps(acc + q * R + d);
+    for (int t = 0; t < n; ++t) {
+      const __m256 w = L::load8(l[t] + d);
+      for (int q = 0; q < Q; ++q) a[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t), w, a[q]);
     }
-    if (t < n) {
-      const __m256 l0 = L::load8(l[t] + d);
-      for (int q = 0; q < Q; ++q)
-        a[q][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + q * kKeys + t), l0, a[q][0]);
-    }
-    for (int q = 0; q < Q; ++q) {
-      float* o = acc + q * R + d;
-      _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_add_ps(a[q][0], a[q][1])));
-    }
+    for (int q = 0; q < Q; ++q) _mm256_storeu_ps(acc + q * R + d, a[q]);
   }
 #else
   (void)acc, (void)p, (void)l, (void)n, (void)R;
@@ -405,6 +444,40 @@ void softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum) {
 #endif
 }
 
+// a[d] += scale * (al · bh[d]) for d < D: a query's rank-R accumulator al
+// through B_h (D rows of R), the last line of Alg. 1. It runs once per query
+// and item, but against a short decode item it is not small (D x R
+// multiply-adds), so with AVX2 eight rows at a time: eight products summed
+// across their lanes by a tree of horizontal adds into one vector of eight
+// dot products.
+void add_lr_output(float* a, const float* al, const float* bh, int D, int R, float scale) {
+  int d = 0;
+#if AGENTKV_AVX2
+  if (R % 8 == 0) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (; d + 8 <= D; d += 8) {
+      __m256 m[8];
+      for (int i = 0; i < 8; ++i) m[i] = _mm256_setzero_ps();
+      for (int k = 0; k < R; k += 8) {
+        const __m256 x = _mm256_loadu_ps(al + k);
+        for (int i = 0; i < 8; ++i) m[i] = _mm256_fmadd_ps(x, _mm256_loadu_ps(bh + int64_t(d + i) * R + k), m[i]);
+      }
+      const __m256 h01 = _mm256_hadd_ps(m[0], m[1]), h23 = _mm256_hadd_ps(m[2], m[3]);
+      const __m256 h45 = _mm256_hadd_ps(m[4], m[5]), h67 = _mm256_hadd_ps(m[6], m[7]);
+      const __m256 h03 = _mm256_hadd_ps(h01, h23), h47 = _mm256_hadd_ps(h45, h67);
+      // h03: rows 0-3's sums over lanes 0-3, then over lanes 4-7; h47 likewise.
+      const __m256 dots = _mm256_add_ps(_mm256_permute2f128_ps(h03, h47, 0x20), _mm256_permute2f128_ps(h03, h47, 0x31));
+      _mm256_storeu_ps(a + d, _mm256_fmadd_ps(sv, dots, _mm256_loadu_ps(a + d)));
+    }
+  }
+#endif
+  for (; d < D; ++d) {
+    float t = 0.0f;
+    for (int k = 0; k < R; ++k) t += al[k] * bh[int64_t(d) * R + k];
+    a[d] += scale * t;
+  }
+}
+
 // Where a unit of a multi-chunk item leaves its results.
 struct PartOut {
   float* part = nullptr;  // [n_chunks][nq][part_floats]
@@ -446,13 +519,7 @@ void finish_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, con
     float* a = acc + size_t(qi) * D;
     if (lr_acc) {
       // O += scale · acc_lr · B_h^T (Alg. 1, line 12), before the division.
-      const float* al = acc_lr + size_t(qi) * R;
-      const float* bh = lr.b + int64_t(it.kvh) * D * R;
-      for (int d = 0; d < D; ++d) {
-        float t = 0.0f;
-        for (int k = 0; k < R; ++k) t += al[k] * bh[int64_t(d) * R + k];
-        a[d] += lr.scale * t;
-      }
+      add_lr_output(a, acc_lr + size_t(qi) * R, lr.b + int64_t(it.kvh) * D * R, D, R, lr.scale);
     }
     for (int d = 0; d < D; ++d) o[d] = a[d] * inv;
   }
@@ -549,14 +616,22 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
         sc.kp[t] = kr;  // V: lr.vexp, below
       }
       if (lr.vexp != nullptr) sc.vp[t] = lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D;
-      if (lr_acc) {
-        const LrAttention& la = *plan.lr;
+    }
+    if (lr_acc) {
+      // The tile's LR rows, a block's run at a time.
+      const LrAttention& la = *plan.lr;
+      for (int t = 0; t < tn;) {
+        const int32_t j = j0 + t;
+        const int n = std::min<int>(bs - j % bs, tn - t);
         const int64_t e = int64_t(lr.blocks[j / bs]) * la.block_stride + int64_t(j % bs) * la.width;
         if (la.dtype == KvDType::kF32) {
-          sc.lp[t] = static_cast<const float*>(la.lr) + e;
+          const float* r = static_cast<const float*>(la.lr) + e;
+          for (int u = 0; u < n; ++u) sc.lp[t + u] = r + int64_t(u) * la.width;
         } else {
-          sc.l16[t] = static_cast<const uint16_t*>(la.lr) + e;
+          const uint16_t* r = static_cast<const uint16_t*>(la.lr) + e;
+          for (int u = 0; u < n; ++u) sc.l16[t + u] = r + int64_t(u) * la.width;
         }
+        t += n;
       }
     }
     if (!in_place) {
@@ -589,25 +664,35 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       }
     }
     // P·V for the heads of one row together (they share the row's keys):
-    // each V row is read and widened once for all of them.
+    // each V row is read and widened once for all of them. Under
+    // Flash-LoRA-Attention the LR rows ride along in the same pass where
+    // their rank and dtype allow, and get their own pass otherwise.
+    const KvDType lr_dtype = lr_acc ? plan.lr->dtype : kv.dtype;
     for (int qi = 0; qi < nq; qi += nh) {
       if (sc.qpos[qi] < j0) continue;
       const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
       float* acc = &sc.acc[size_t(qi) * D];
+      float* acc_lr = lr_acc ? &sc.acc_lr[size_t(qi) * R] : nullptr;
       const float* p = &sc.s[size_t(qi) * kKeys];
+      bool together = false;  // the LR rows went with the V rows
       if (!in_place) {
-        accumulate_pv_heads<LoadF32>(acc, p, sc.vp.data(), valid, D, nh);
+        together = lr_acc && lr_dtype == KvDType::kF32 &&
+                   accumulate_pv_lr_heads<LoadF32>(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R, nh);
+        if (!together) accumulate_pv_heads<LoadF32>(acc, p, sc.vp.data(), valid, D, nh);
       } else if (bf16) {
-        accumulate_pv_heads<LoadBF16>(acc, p, sc.v16.data(), valid, D, nh);
+        together = lr_acc && lr_dtype == KvDType::kBF16 &&
+                   accumulate_pv_lr_heads<LoadBF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
+        if (!together) accumulate_pv_heads<LoadBF16>(acc, p, sc.v16.data(), valid, D, nh);
       } else {
-        accumulate_pv_heads<LoadF16>(acc, p, sc.v16.data(), valid, D, nh);
+        together = lr_acc && lr_dtype == KvDType::kF16 &&
+                   accumulate_pv_lr_heads<LoadF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
+        if (!together) accumulate_pv_heads<LoadF16>(acc, p, sc.v16.data(), valid, D, nh);
       }
-      if (!lr_acc) continue;
-      // Flash-LoRA-Attention's second accumulator, under the same probabilities.
-      float* acc_lr = &sc.acc_lr[size_t(qi) * R];
-      if (plan.lr->dtype == KvDType::kF32) {
+      if (!lr_acc || together) continue;
+      // Flash-LoRA-Attention's second accumulator, in a pass of its own.
+      if (lr_dtype == KvDType::kF32) {
         accumulate_lr_heads<LoadF32>(acc_lr, p, sc.lp.data(), valid, R, nh);
-      } else if (plan.lr->dtype == KvDType::kBF16) {
+      } else if (lr_dtype == KvDType::kBF16) {
         accumulate_lr_heads<LoadBF16>(acc_lr, p, sc.l16.data(), valid, R, nh);
       } else {
         accumulate_lr_heads<LoadF16>(acc_lr, p, sc.l16.data(), valid, R, nh);
@@ -761,10 +846,16 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
       int32_t pmax = 0;
       for (int32_t r = plan.row_indptr[s]; r < plan.row_indptr[s + 1]; ++r) pmax = std::max(pmax, plan.row_pos[r]);
       // Extra multiply-adds per kv head: fused rows·group·(L·r + r·D),
-      // expanded L·r·D (App. B's count, per kv head under GQA).
+      // expanded L·r·D (App. B's count, per kv head under GQA). The fused
+      // ones ride in P·V's pass on loads already made, so they weigh about a
+      // sixth of the expansion's, which writes and rereads V in f32: on
+      // SmolLM2's layer at 2,048 keys (bench_lora_attention, 2026-11-26)
+      // fused is 10-20% ahead at 32 rows, level at 128 (f32 cache: expand
+      // 2-5% ahead), level to 5% behind at 512. The factor 6 puts the
+      // switch near 120 rows at head_dim 64.
       const int64_t L = pmax + 1, D = kv.head_dim;
       const bool expand = lr.path == LrAttention::Path::kExpand ||
-                          (lr.path == LrAttention::Path::kAuto && int64_t(rows) * group * (L + D) > L * D);
+                          (lr.path == LrAttention::Path::kAuto && int64_t(rows) * group * (L + D) > 6 * L * D);
       if (!expand) continue;
       if (vexp.size() < size_t(plan.n_seqs)) vexp.resize(plan.n_seqs);
       expand_values(plan, s, kv, pmax + 1, vexp[s], [&](int64_t n, auto&& fn) { parallel_for(n, 16, fn); });
