@@ -317,18 +317,8 @@ template <class T>
 void gemm_type(const Q8Acts& x, const QuantMatrix& w, float* y, int64_t ldy, int64_t n0, int64_t n1,
                bool accumulate) {
   const int64_t m = x.m, nb = w.k / 32;
-  switch (m) {
-    case 1:
-      return direct_rows<T, 1>(x, w, y, ldy, n0, n1, accumulate);
-    case 2:
-      return direct_rows<T, 2>(x, w, y, ldy, n0, n1, accumulate);
-    case 3:
-      return direct_rows<T, 3>(x, w, y, ldy, n0, n1, accumulate);
-    case 4:
-      return direct_rows<T, 4>(x, w, y, ldy, n0, n1, accumulate);
-    default:
-      break;
-  }
+  if (m <= 4)
+    return quant::with_rows(m, [&]<int R>() { direct_rows<T, R>(x, w, y, ldy, n0, n1, accumulate); });
   // ~128 KiB of panel (32 + 8 bytes per column and block), a multiple of 16 columns.
   const int64_t per_col = nb * 40;
   const int64_t cols = std::max<int64_t>(16, (int64_t(128) << 10) / per_col / 16 * 16);
@@ -343,19 +333,10 @@ void gemm_type(const Q8Acts& x, const QuantMatrix& w, float* y, int64_t ldy, int
     float* yj = y + j0;
     int64_t r0 = 0;
     for (; r0 + 4 <= m; r0 += 4) panel_rows<T, 4>(x, r0, pq.data(), pd.data(), pm.data(), nc, yj, ldy, accumulate);
-    switch (m - r0) {
-      case 3:
-        panel_rows<T, 3>(x, r0, pq.data(), pd.data(), pm.data(), nc, yj, ldy, accumulate);
-        break;
-      case 2:
-        panel_rows<T, 2>(x, r0, pq.data(), pd.data(), pm.data(), nc, yj, ldy, accumulate);
-        break;
-      case 1:
-        panel_rows<T, 1>(x, r0, pq.data(), pd.data(), pm.data(), nc, yj, ldy, accumulate);
-        break;
-      default:
-        break;
-    }
+    if (r0 < m)
+      quant::with_rows(m - r0, [&]<int R>() {
+        panel_rows<T, R>(x, r0, pq.data(), pd.data(), pm.data(), nc, yj, ldy, accumulate);
+      });
   }
 }
 

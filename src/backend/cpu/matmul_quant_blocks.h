@@ -19,6 +19,22 @@
 
 namespace agentkv::cpu::quant {
 
+// f.template operator()<R>() with R = rows, for 1 <= rows <= 4 (more: 4):
+// the one place a runtime row count becomes the kernels' compile-time R.
+template <class F>
+inline void with_rows(int64_t rows, F&& f) {
+  switch (rows) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    default:
+      return f.template operator()<4>();
+  }
+}
+
 // A block's f16 scale. The F16C instruction converts every binary16 value
 // exactly, as fp16_to_f32 does, without its branches: a q4_1 block has two
 // scales per 32 weights, and the scalar conversion was a third of the work.

@@ -131,16 +131,7 @@ void rows_type(const float* x, const QuantMatrix& w, float* y, int64_t m, int64_
     }
     return;
   }
-  switch (m) {
-    case 1:
-      return quant_rows<B, 1>(x, w, y, ldy, n0, n1, accumulate);
-    case 2:
-      return quant_rows<B, 2>(x, w, y, ldy, n0, n1, accumulate);
-    case 3:
-      return quant_rows<B, 3>(x, w, y, ldy, n0, n1, accumulate);
-    default:
-      return quant_rows<B, 4>(x, w, y, ldy, n0, n1, accumulate);
-  }
+  quant::with_rows(m, [&]<int R>() { quant_rows<B, R>(x, w, y, ldy, n0, n1, accumulate); });
 }
 
 // ggml type ids (format/ggml_type.h GgmlType); the backend does not link the
