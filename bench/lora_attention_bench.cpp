@@ -7,7 +7,8 @@
 // default is f16: K/V and the LR rows alike). Prints medians and each
 // against plain.
 //
-// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R] [--kv-dtype f32,f16] [--scenarios decode@512,...]
+// Usage: bench_lora_attention [--threads 1,2] [--reps N] [--rank R] [--kv-dtype f32,f16]
+//                             [--scenarios decode@512,...]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
   if (!only.empty()) {
     std::vector<Scenario> kept;
     for (const std::string& o : only) {
-      auto it = std::find_if(scenarios.begin(), scenarios.end(), [&](const Scenario& s) { return s.key == o; });
+      auto it =
+          std::find_if(scenarios.begin(), scenarios.end(), [&](const Scenario& s) { return s.key == o; });
       if (it == scenarios.end()) {
         std::fprintf(stderr, "bench_lora_attention: unknown scenario '%s' (see --help)\n", o.c_str());
         return 2;

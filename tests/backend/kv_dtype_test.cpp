@@ -129,41 +129,49 @@ TEST_P(KvDtype, AttentionEqualsTheF32CacheOfTheRoundedValues) {
 
 // Flash-LoRA-Attention's fused and expand paths read V_base from the cache,
 // and the LR rows from the LR cache, which holds them in the same dtype.
+// Ranks 8 and 16 take the LR rows along in P·V's pass when their dtype is
+// V's, rank 24 (and LR rows of another dtype) in a pass of their own: the
+// comparisons across dtypes below also hold the two passes to the same
+// arithmetic, bit for bit.
 TEST_P(KvDtype, FlashLoraAttentionEqualsTheF32Cache) {
   auto be = backend_cpu_init({.n_threads = threads()});
-  const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, n_blocks = 4, rank = 8;
+  const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16, n_blocks = 4;
   Pools p = make_pools(*be, dtype(), kv_heads, D, bs, n_blocks, rng_);
-  const std::vector<float> lr = random_vec(rng_, size_t(n_blocks) * bs * rank);
-  // The LR rows rounded, and the f32 rows holding the rounded values.
-  std::vector<uint16_t> lr16(lr.size());
-  std::vector<float> lr32(lr.size());
-  for (size_t i = 0; i < lr.size(); ++i) lr16[i] = p.narrow(lr[i]), lr32[i] = p.widen(lr16[i]);
-  const std::vector<float> b = random_vec(rng_, size_t(kv_heads) * D * rank, -0.1f, 0.1f);
-  std::vector<int32_t> block_ids = {3, 1, 0, 2}, block_indptr = {0, 4}, row_indptr = {0, 2}, row_pos = {40, 63};
-  const float* bs_ptr[] = {b.data()};
-  const int32_t ranks[] = {rank};
-  const float scales[] = {2.0f};
-  const auto q = random_vec(rng_, size_t(2) * n_heads * D, -2.0f, 2.0f);
-  for (auto path : {LrAttention::Path::kFused, LrAttention::Path::kExpand}) {
-    LrAttention lra{lr.data(), int64_t(bs) * rank, rank, block_indptr.data(), block_ids.data(), bs_ptr, ranks, scales,
-                    path};
-    AttentionPlan plan{1, row_indptr.data(), row_pos.data(), block_indptr.data(), block_ids.data()};
-    plan.lr = &lra;
-    std::vector<float> out16(q.size()), out32(q.size());
-    be->attention(plan, q.data(), n_heads, p.view16(), 0.125f, out16.data());
-    be->attention(plan, q.data(), n_heads, p.view32(), 0.125f, out32.data());
-    EXPECT_EQ(0, std::memcmp(out16.data(), out32.data(), sizeof(float) * out16.size()))
-        << (path == LrAttention::Path::kFused ? "fused" : "expand");
-    // 16-bit LR rows read as the f32 rows of their values.
-    LrAttention lra16 = lra, lra32 = lra;
-    lra16.lr = lr16.data(), lra16.dtype = dtype();
-    lra32.lr = lr32.data();
-    plan.lr = &lra16;
-    be->attention(plan, q.data(), n_heads, p.view16(), 0.125f, out16.data());
-    plan.lr = &lra32;
-    be->attention(plan, q.data(), n_heads, p.view16(), 0.125f, out32.data());
-    EXPECT_EQ(0, std::memcmp(out16.data(), out32.data(), sizeof(float) * out16.size()))
-        << (path == LrAttention::Path::kFused ? "fused" : "expand") << ", 16-bit LR rows";
+  for (const int32_t rank : {8, 16, 24}) {
+    SCOPED_TRACE(testing::Message() << "rank " << rank);
+    const std::vector<float> lr = random_vec(rng_, size_t(n_blocks) * bs * rank);
+    // The LR rows rounded, and the f32 rows holding the rounded values.
+    std::vector<uint16_t> lr16(lr.size());
+    std::vector<float> lr32(lr.size());
+    for (size_t i = 0; i < lr.size(); ++i) lr16[i] = p.narrow(lr[i]), lr32[i] = p.widen(lr16[i]);
+    const std::vector<float> b = random_vec(rng_, size_t(kv_heads) * D * rank, -0.1f, 0.1f);
+    std::vector<int32_t> block_ids = {3, 1, 0, 2}, block_indptr = {0, 4}, row_indptr = {0, 2},
+                         row_pos = {40, 63};
+    const float* bs_ptr[] = {b.data()};
+    const int32_t ranks[] = {rank};
+    const float scales[] = {2.0f};
+    const auto q = random_vec(rng_, size_t(2) * n_heads * D, -2.0f, 2.0f);
+    for (auto path : {LrAttention::Path::kFused, LrAttention::Path::kExpand}) {
+      LrAttention lra{lr.data(), int64_t(bs) * rank, rank, block_indptr.data(), block_ids.data(), bs_ptr,
+                      ranks,     scales,             path};
+      AttentionPlan plan{1, row_indptr.data(), row_pos.data(), block_indptr.data(), block_ids.data()};
+      plan.lr = &lra;
+      std::vector<float> out16(q.size()), out32(q.size());
+      be->attention(plan, q.data(), n_heads, p.view16(), 0.125f, out16.data());
+      be->attention(plan, q.data(), n_heads, p.view32(), 0.125f, out32.data());
+      EXPECT_EQ(0, std::memcmp(out16.data(), out32.data(), sizeof(float) * out16.size()))
+          << (path == LrAttention::Path::kFused ? "fused" : "expand");
+      // 16-bit LR rows read as the f32 rows of their values.
+      LrAttention lra16 = lra, lra32 = lra;
+      lra16.lr = lr16.data(), lra16.dtype = dtype();
+      lra32.lr = lr32.data();
+      plan.lr = &lra16;
+      be->attention(plan, q.data(), n_heads, p.view16(), 0.125f, out16.data());
+      plan.lr = &lra32;
+      be->attention(plan, q.data(), n_heads, p.view16(), 0.125f, out32.data());
+      EXPECT_EQ(0, std::memcmp(out16.data(), out32.data(), sizeof(float) * out16.size()))
+          << (path == LrAttention::Path::kFused ? "fused" : "expand") << ", 16-bit LR rows";
+    }
   }
 }
 

@@ -274,9 +274,13 @@ void accumulate_pv(float* acc, const float* p, const typename L::T* const* v, in
 // accumulators acc_lr (rows 8 * NL apart), under the same broadcast
 // probability, so the second accumulator costs NL loads and Q * NL FMAs per
 // key and nothing else. acc_lr sums fma(p[t], l[t][k], acc_lr) in key order.
+//
+// pv_pass and pv_heads (below) are forced inline: out of line, GCC 12 laid out
+// run_unit so that plain attention ran 15-45% slower (bench_lora_attention,
+// 2026-11-26).
 template <class L, int Q, int NL>
-[[gnu::always_inline]] inline void pv_pass(float* acc, const float* p, const typename L::T* const* v, int n, int D, int d, float* acc_lr,
-             const typename L::T* const* l) {
+[[gnu::always_inline]] inline void pv_pass(float* acc, const float* p, const typename L::T* const* v, int n,
+                                           int D, int d, float* acc_lr, const typename L::T* const* l) {
   constexpr int R = 8 * NL;
   __m256 a[Q][4];
   [[maybe_unused]] __m256 b[Q][NL > 0 ? NL : 1];
@@ -309,8 +313,9 @@ template <class L, int Q, int NL>
 }
 
 template <class L, int Q, int NL = 0>
-[[gnu::always_inline]] inline void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, int D, float* acc_lr = nullptr,
-              const typename L::T* const* l = nullptr) {
+[[gnu::always_inline]] inline void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n,
+                                            int D, float* acc_lr = nullptr,
+                                            const typename L::T* const* l = nullptr) {
   pv_pass<L, Q, NL>(acc, p, v, n, D, 0, acc_lr, l);
   for (int d = 32; d < D; d += 32) pv_pass<L, Q, 0>(acc, p, v, n, D, d, nullptr, nullptr);
 }
@@ -460,13 +465,15 @@ void add_lr_output(float* a, const float* al, const float* bh, int D, int R, flo
       for (int i = 0; i < 8; ++i) m[i] = _mm256_setzero_ps();
       for (int k = 0; k < R; k += 8) {
         const __m256 x = _mm256_loadu_ps(al + k);
-        for (int i = 0; i < 8; ++i) m[i] = _mm256_fmadd_ps(x, _mm256_loadu_ps(bh + int64_t(d + i) * R + k), m[i]);
+        for (int i = 0; i < 8; ++i)
+          m[i] = _mm256_fmadd_ps(x, _mm256_loadu_ps(bh + int64_t(d + i) * R + k), m[i]);
       }
       const __m256 h01 = _mm256_hadd_ps(m[0], m[1]), h23 = _mm256_hadd_ps(m[2], m[3]);
       const __m256 h45 = _mm256_hadd_ps(m[4], m[5]), h67 = _mm256_hadd_ps(m[6], m[7]);
       const __m256 h03 = _mm256_hadd_ps(h01, h23), h47 = _mm256_hadd_ps(h45, h67);
       // h03: rows 0-3's sums over lanes 0-3, then over lanes 4-7; h47 likewise.
-      const __m256 dots = _mm256_add_ps(_mm256_permute2f128_ps(h03, h47, 0x20), _mm256_permute2f128_ps(h03, h47, 0x31));
+      const __m256 dots =
+          _mm256_add_ps(_mm256_permute2f128_ps(h03, h47, 0x20), _mm256_permute2f128_ps(h03, h47, 0x31));
       _mm256_storeu_ps(a + d, _mm256_fmadd_ps(sv, dots, _mm256_loadu_ps(a + d)));
     }
   }
@@ -676,16 +683,19 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       const float* p = &sc.s[size_t(qi) * kKeys];
       bool together = false;  // the LR rows went with the V rows
       if (!in_place) {
-        together = lr_acc && lr_dtype == KvDType::kF32 &&
-                   accumulate_pv_lr_heads<LoadF32>(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R, nh);
+        together =
+            lr_acc && lr_dtype == KvDType::kF32 &&
+            accumulate_pv_lr_heads<LoadF32>(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R, nh);
         if (!together) accumulate_pv_heads<LoadF32>(acc, p, sc.vp.data(), valid, D, nh);
       } else if (bf16) {
-        together = lr_acc && lr_dtype == KvDType::kBF16 &&
-                   accumulate_pv_lr_heads<LoadBF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
+        together =
+            lr_acc && lr_dtype == KvDType::kBF16 &&
+            accumulate_pv_lr_heads<LoadBF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
         if (!together) accumulate_pv_heads<LoadBF16>(acc, p, sc.v16.data(), valid, D, nh);
       } else {
-        together = lr_acc && lr_dtype == KvDType::kF16 &&
-                   accumulate_pv_lr_heads<LoadF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
+        together =
+            lr_acc && lr_dtype == KvDType::kF16 &&
+            accumulate_pv_lr_heads<LoadF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
         if (!together) accumulate_pv_heads<LoadF16>(acc, p, sc.v16.data(), valid, D, nh);
       }
       if (!lr_acc || together) continue;
@@ -851,7 +861,7 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
       // sixth of the expansion's, which writes and rereads V in f32: on
       // SmolLM2's layer at 2,048 keys (bench_lora_attention, 2026-11-26)
       // fused is 10-20% ahead at 32 rows, level at 128 (f32 cache: expand
-      // 2-5% ahead), level to 5% behind at 512. The factor 6 puts the
+      // 2-5% ahead), level to 8% behind at 512. The factor 6 puts the
       // switch near 120 rows at head_dim 64.
       const int64_t L = pmax + 1, D = kv.head_dim;
       const bool expand = lr.path == LrAttention::Path::kExpand ||
