@@ -10,7 +10,10 @@
 // gate, up, down plus the tied output matrix, with the default GGUF's types
 // (q4_1 layers, q8_0 output) against all-f32.
 //
-// Usage: bench_matmul_quant [--threads 1,2] [--m 1] [--max-seconds S]
+// --pairs instead times matmul_quant_pair (k/v, gate/up) against two
+// matmul_quant calls.
+//
+// Usage: bench_matmul_quant [--threads 1,2] [--m 1] [--max-seconds S] [--pairs]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +86,71 @@ struct Variant {
   std::vector<double> wall_us, cpu_us;
 };
 
+// --pairs: the two products of one input that a forward runs together (k/v,
+// gate/up) as one matmul_quant_pair call against two matmul_quant calls,
+// on q4_1 (SmolLM2's layers) with f32 and with q8 activations, interleaved.
+// The pair saves one fork-join and, under q8, one quantization of x.
+int run_pairs(const std::vector<int>& threads, int m, double max_seconds) {
+  const std::vector<std::tuple<const char*, int, int>> shapes = {{"k/v", 576, 192}, {"gate/up", 576, 1536}};
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-0.1f, 0.1f);
+  std::printf("m = %d, load average at start: %s\n\n", m, loadavg().c_str());
+  std::printf("| pair | k | n each | threads | activations | two calls us | pair us | pair / two calls |\n");
+  std::printf("|---|---:|---:|---:|---|---:|---:|---:|\n");
+  for (auto [name, k, n] : shapes) {
+    const int64_t rb = k / 32 * 20;
+    const int copies = int(std::max<int64_t>(2, (int64_t(64) << 20) / (2 * rb * n)));
+    const auto wa = random_blocks(rng, kQ4_1, int64_t(copies) * n * (k / 32));
+    const auto wb = random_blocks(rng, kQ4_1, int64_t(copies) * n * (k / 32));
+    std::vector<float> x(int64_t(m) * k), ya(int64_t(m) * n), yb(ya.size());
+    for (auto& v : x) v = dist(rng);
+    for (int t : threads)
+      for (ActQuant aq : {ActQuant::kF32, ActQuant::kQ8}) {
+        auto be = backend_cpu_init({.n_threads = t, .act_quant = aq});
+        auto mat = [&](const std::vector<uint8_t>& w, int c) {
+          return QuantMatrix{kQ4_1, w.data() + rb * n * c, rb, n, k};
+        };
+        std::vector<Variant> vars = {
+            {"two calls", 2 * rb * n, copies,
+             [&](int c) {
+               be->matmul_quant(x.data(), mat(wa, c), ya.data(), m);
+               be->matmul_quant(x.data(), mat(wb, c), yb.data(), m);
+             },
+             {}, {}},
+            {"pair", 2 * rb * n, copies,
+             [&](int c) { be->matmul_quant_pair(x.data(), mat(wa, c), ya.data(), mat(wb, c), yb.data(), m); }, {},
+             {}},
+        };
+        double slowest = 0;
+        for (auto& v : vars) {
+          v.run(0);
+          const double t0 = now_s();
+          v.run(1);
+          slowest = std::max(slowest, now_s() - t0);
+        }
+        const int inner = std::max(1, int(0.02 / std::max(slowest, 1e-7)));
+        const int rounds = std::clamp(int(max_seconds / (slowest * inner * vars.size())), 9, 41);
+        std::vector<int> copy(vars.size(), 0);
+        for (int r = 0; r < rounds; ++r)
+          for (size_t vi = 0; vi < vars.size(); ++vi) {
+            Variant& v = vars[vi];
+            const double t0 = now_s();
+            for (int i = 0; i < inner; ++i) {
+              v.run(copy[vi]);
+              copy[vi] = (copy[vi] + 1) % v.copies;
+            }
+            v.wall_us.push_back((now_s() - t0) / inner * 1e6);
+          }
+        const double two = median(vars[0].wall_us), pair = median(vars[1].wall_us);
+        std::printf("| %s | %d | %d | %d | %s | %.1f | %.1f | %.3f |\n", name, k, n, t,
+                    aq == ActQuant::kQ8 ? "q8" : "f32", two, pair, pair / two);
+        std::fflush(stdout);
+      }
+  }
+  std::printf("\nload average at end: %s\n", loadavg().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,7 +163,11 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--m", m, "rows m")->check(CLI::PositiveNumber);
   app.add_option("--max-seconds", max_seconds, "time per (shape, threads) cell")->check(CLI::PositiveNumber);
+  bool pairs = false;
+  app.add_flag("--pairs", pairs,
+               "instead: matmul_quant_pair against two matmul_quant calls, on the k/v and gate/up shapes");
   CLI11_PARSE(app, argc, argv);
+  if (pairs) return run_pairs(threads, m, max_seconds);
   // (k, n) and how many of each one forward runs.
   const std::vector<std::tuple<int, int, int>> shapes = {
       {576, 576, 60}, {576, 192, 60}, {576, 1536, 60}, {1536, 576, 30}, {576, 49152, 1}};
