@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "format/fp16.h"
+#include "backend/cpu/kv_convert.h"
 
 using namespace agentkv;
 
@@ -107,10 +107,10 @@ int main(int argc, char** argv) {
   std::iota(lr_ids.begin(), lr_ids.end(), 0);
   std::shuffle(block_ids.begin(), block_ids.end(), rng);
   std::shuffle(lr_ids.begin(), lr_ids.end(), rng);
-  // The same values rounded to a half type, for the half caches.
-  auto half = [](const std::vector<float>& x, bool bf16) {
+  // The same values rounded to a half type, for the half caches, as the engine writes them.
+  auto half = [](const std::vector<float>& x, KvDType t) {
     std::vector<uint16_t> h(x.size());
-    for (size_t i = 0; i < x.size(); ++i) h[i] = bf16 ? f32_to_bf16(x[i]) : f32_to_fp16(x[i]);
+    cpu::kv_from_f32(t, x.data(), h.data(), int64_t(x.size()));
     return h;
   };
 
@@ -119,11 +119,10 @@ int main(int argc, char** argv) {
   std::printf(
       "| scenario | kv | threads | plain ms | flash-lora ms | expand V ms | auto ms | flash-lora / plain | "
       "expand / plain | flash-lora / expand |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const std::string& dt : dtypes) {
-    const KvDType dtype = *kv_dtype_parse(dt);
-    const bool bf = dtype == KvDType::kBF16;
+  for (const std::string& dtype_name : dtypes) {
+    const KvDType dtype = *kv_dtype_parse(dtype_name);
     std::vector<uint16_t> k16, v16, lr16;
-    if (dtype != KvDType::kF32) k16 = half(k, bf), v16 = half(v, bf), lr16 = half(lr, bf);
+    if (dtype != KvDType::kF32) k16 = half(k, dtype), v16 = half(v, dtype), lr16 = half(lr, dtype);
     void* kp = dtype == KvDType::kF32 ? static_cast<void*>(k.data()) : k16.data();
     void* vp = dtype == KvDType::kF32 ? static_cast<void*>(v.data()) : v16.data();
     const void* lrp = dtype == KvDType::kF32 ? static_cast<const void*>(lr.data()) : lr16.data();
@@ -158,7 +157,7 @@ int main(int argc, char** argv) {
         }
         const double m0 = median(ms[0]), m1 = median(ms[1]), m2 = median(ms[2]), m3 = median(ms[3]);
         std::printf("| %s | %s | %d | %.4f | %.4f | %.4f | %.4f | %.2fx | %.2fx | %.2fx |\n", sc.name.c_str(),
-                    dt.c_str(), t, m0, m1, m2, m3, m1 / m0, m2 / m0, m1 / m2);
+                    dtype_name.c_str(), t, m0, m1, m2, m3, m1 / m0, m2 / m0, m1 / m2);
       }
     }
   }

@@ -86,6 +86,34 @@ struct Variant {
   std::vector<double> wall_us, cpu_us;
 };
 
+// Times each variant in interleaved rounds (one sample of each in turn, so
+// drift on a shared machine hits all alike): inner repetitions make one
+// sample >= 20 ms, and the rounds fill about max_seconds, within
+// [min_rounds, max_rounds]. Wall and calling-thread CPU microseconds per call.
+void sample_interleaved(std::vector<Variant>& vars, double max_seconds, int min_rounds, int max_rounds) {
+  double slowest = 0;
+  for (auto& v : vars) {
+    v.run(0);
+    const double t0 = now_s();
+    v.run(1);
+    slowest = std::max(slowest, now_s() - t0);
+  }
+  const int inner = std::max(1, int(0.02 / std::max(slowest, 1e-7)));
+  const int rounds = std::clamp(int(max_seconds / (slowest * inner * vars.size())), min_rounds, max_rounds);
+  std::vector<int> copy(vars.size(), 0);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t vi = 0; vi < vars.size(); ++vi) {
+      Variant& v = vars[vi];
+      const double t0 = now_s(), c0 = thread_cpu_s();
+      for (int i = 0; i < inner; ++i) {
+        v.run(copy[vi]);
+        copy[vi] = (copy[vi] + 1) % v.copies;
+      }
+      v.wall_us.push_back((now_s() - t0) / inner * 1e6);
+      v.cpu_us.push_back((thread_cpu_s() - c0) / inner * 1e6);
+    }
+}
+
 // --pairs: the two products of one input that a forward runs together (k/v,
 // gate/up) as one matmul_quant_pair call against two matmul_quant calls,
 // on q4_1 (SmolLM2's layers) with f32 and with q8 activations, interleaved.
@@ -121,26 +149,7 @@ int run_pairs(const std::vector<int>& threads, int m, double max_seconds) {
              [&](int c) { be->matmul_quant_pair(x.data(), mat(wa, c), ya.data(), mat(wb, c), yb.data(), m); }, {},
              {}},
         };
-        double slowest = 0;
-        for (auto& v : vars) {
-          v.run(0);
-          const double t0 = now_s();
-          v.run(1);
-          slowest = std::max(slowest, now_s() - t0);
-        }
-        const int inner = std::max(1, int(0.02 / std::max(slowest, 1e-7)));
-        const int rounds = std::clamp(int(max_seconds / (slowest * inner * vars.size())), 9, 41);
-        std::vector<int> copy(vars.size(), 0);
-        for (int r = 0; r < rounds; ++r)
-          for (size_t vi = 0; vi < vars.size(); ++vi) {
-            Variant& v = vars[vi];
-            const double t0 = now_s();
-            for (int i = 0; i < inner; ++i) {
-              v.run(copy[vi]);
-              copy[vi] = (copy[vi] + 1) % v.copies;
-            }
-            v.wall_us.push_back((now_s() - t0) / inner * 1e6);
-          }
+        sample_interleaved(vars, max_seconds, 9, 41);
         const double two = median(vars[0].wall_us), pair = median(vars[1].wall_us);
         std::printf("| %s | %d | %d | %d | %s | %.1f | %.1f | %.3f |\n", name, k, n, t,
                     aq == ActQuant::kQ8 ? "q8" : "f32", two, pair, pair / two);
@@ -232,28 +241,7 @@ int main(int argc, char** argv) {
           {"q4_1+q8", rb41 * n, c41, [&](int c) { quant(be8.get(), kQ4_1, w41, rb41, c); }, {}, {}},
           {"q8_0+q8", rb80 * n, c80, [&](int c) { quant(be8.get(), kQ8_0, w80, rb80, c); }, {}, {}},
       };
-      // Calibrate: pick inner repetitions so one sample is >= 20 ms.
-      double slowest = 0;
-      for (auto& v : vars) {
-        v.run(0);
-        double t0 = now_s();
-        v.run(1);
-        slowest = std::max(slowest, now_s() - t0);
-      }
-      const int inner = std::max(1, int(0.02 / std::max(slowest, 1e-7)));
-      const int rounds = std::clamp(int(max_seconds / (slowest * inner * vars.size())), 5, 25);
-      std::vector<int> copy(vars.size(), 0);
-      for (int r = 0; r < rounds; ++r)
-        for (size_t vi = 0; vi < vars.size(); ++vi) {
-          Variant& v = vars[vi];
-          double t0 = now_s(), c0 = thread_cpu_s();
-          for (int i = 0; i < inner; ++i) {
-            v.run(copy[vi]);
-            copy[vi] = (copy[vi] + 1) % v.copies;
-          }
-          v.wall_us.push_back((now_s() - t0) / inner * 1e6);
-          v.cpu_us.push_back((thread_cpu_s() - c0) / inner * 1e6);
-        }
+      sample_interleaved(vars, max_seconds, 5, 25);
       const double f32_med = median(vars[0].wall_us);
       for (auto& v : vars) {
         const double med = median(v.wall_us), cpu = median(v.cpu_us);

@@ -92,8 +92,9 @@ struct Live {
   bool whole_prompt_off = false;
   // When the last chunk's rows would not fit its step, they stop above its
   // hooks (at resume_layer) and the kept ones run in later steps: their
-  // positions (ascending) and layer ends (resolved: never kAllLayers), the next to run, and the hooks'
-  // verdicts by position - defer_begin while the split step runs.
+  // positions (ascending) and layer ends (resolved: never kAllLayers), the
+  // next to run, and the hooks' verdicts by position - defer_begin while the
+  // split step runs.
   int32_t resume_layer = -1;
   std::vector<int32_t> resume_pos, resume_end;
   size_t resume_next = 0;
