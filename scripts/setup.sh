@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for agentkv: the build's Debian packages, the
 # Python test tools (in .venv), the default model, and a release build.
-# Idempotent: what is already there is left alone.
+# xgrammar (constrained decoding) is built from its PyPI sdist into
+# ~/.cache/agentkv by scripts/setup_xgrammar.sh. Idempotent: what is already
+# there is left alone.
 #   scripts/setup.sh            everything
 #   SKIP_BUILD=1 scripts/setup.sh   packages and model only
 set -euo pipefail
@@ -65,6 +67,10 @@ if [ ! -f "models/$MODEL_FILE" ] || ! echo "$MODEL_SHA256  models/$MODEL_FILE" |
     echo "[setup] error: sha256 of $MODEL_FILE does not match $MODEL_SHA256" >&2; exit 1; }
   mv "$tmp/$MODEL_FILE" "models/$MODEL_FILE"
 fi
+
+# xgrammar's C++ core (constrained decoding), from its PyPI sdist, outside
+# the repository; a no-op once built.
+scripts/setup_xgrammar.sh
 
 if [ -z "${SKIP_BUILD:-}" ]; then
   if [ ! -f build/CMakeCache.txt ]; then

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/constraint.h"
 #include "agentkv/kv_sharing_params.h"
 #include "agentkv/sampling.h"
 #include "util/status.h"
@@ -30,6 +31,11 @@ struct ServeRequest {
   std::vector<std::string> stop;   // stop strings (never emitted)
   std::vector<int32_t> stop_token_ids;  // ids that end generation like end-of-generation (never emitted)
   bool ignore_eos = false;
+  // Constrained decoding: the generated tokens must match this grammar
+  // (null: free). Each token's mask is applied after logit_bias and the
+  // penalties; an end-of-generation token ends the request only where the
+  // grammar is complete (and then even with ignore_eos).
+  std::shared_ptr<const TokenConstraint> constraint;
   // >= 0: report every prompt token's logprob (and this many alternatives)
   // on the first event, as OpenAI's completions echo + logprobs. Such a
   // request reads nothing from the prefix cache (a cached token has no

@@ -240,8 +240,9 @@ void Sampler::accept(int32_t token) {
   if (out_counts_[token]++ == 0) out_ids_.push_back(token);
 }
 
-std::span<const float> Sampler::adjust(std::span<const float> logits, std::vector<float>& buf) const {
-  if (!adjusts_) return logits;
+std::span<const float> Sampler::adjust(std::span<const float> logits, std::vector<float>& buf,
+                                       const uint32_t* allowed) const {
+  if (!adjusts_ && allowed == nullptr) return logits;
   buf.assign(logits.begin(), logits.end());
   const size_t vocab = buf.size();
   // The order is vLLM's: bias (a logits processor) before the penalties.
@@ -262,6 +263,13 @@ std::span<const float> Sampler::adjust(std::span<const float> logits, std::vecto
       if (static_cast<size_t>(id) >= vocab) continue;
       buf[id] = buf[id] - f * static_cast<float>(out_counts_[id]);
       buf[id] = buf[id] - p;
+    }
+  }
+  if (allowed != nullptr) {
+    // The grammar's mask last: after bias and penalties, before the filters
+    // (vLLM's order), so top-k/top-p/min-p see only what the grammar allows.
+    for (size_t i = 0; i < vocab; ++i) {
+      if (((allowed[i >> 5] >> (i & 31)) & 1u) == 0) buf[i] = kNegInf;
     }
   }
   return buf;
@@ -333,9 +341,9 @@ double Sampler::filter(std::span<const float> logits, float max_logit, std::vect
   return kept;
 }
 
-SampleResult Sampler::sample(std::span<const float> raw) {
+SampleResult Sampler::sample(std::span<const float> raw, const uint32_t* allowed) {
   if (raw.empty()) return {-1, kNegInf, {}};
-  const std::span<const float> logits = adjust(raw, adjusted_);
+  const std::span<const float> logits = adjust(raw, adjusted_, allowed);
   const MaxInfo max = find_max(logits);
   if (max.logit == kNegInf) {
     // Every token masked: nothing is sampleable. Return the lowest id rather
@@ -371,7 +379,7 @@ SampleResult Sampler::sample(std::span<const float> raw) {
   // Logprobs describe the model, not the request's adjustments (vLLM's
   // default raw_logprobs): recompute the partition over the raw row.
   float lp_max = max.logit;
-  if (adjusts_) {
+  if (adjusts_ || allowed != nullptr) {
     lp_max = find_max(raw).logit;
     log_z = lp_max == kNegInf ? 0.0 : std::log(partition(raw, lp_max));
   }
@@ -385,7 +393,7 @@ std::vector<double> Sampler::distribution(std::span<const float> raw) const {
   std::vector<double> out(raw.size(), 0.0);
   if (raw.empty()) return out;
   std::vector<float> buf;
-  const std::span<const float> logits = adjust(raw, buf);
+  const std::span<const float> logits = adjust(raw, buf, nullptr);
   const MaxInfo max = find_max(logits);
   if (params_.temperature == 0.0f || max.logit == kNegInf) {
     out[max.id] = 1.0;

@@ -8,6 +8,7 @@
 //                          multiplied by r
 //   c. frequency_penalty   (OpenAI) minus f * times the token was generated
 //   d. presence_penalty    (OpenAI) minus p if it was generated at all
+//   e. a grammar's mask    -inf for every token the grammar does not allow
 // The prompt and output come from set_prompt() and accept().
 //
 // Filters then run in llama.cpp's default sampler-chain order:
@@ -53,8 +54,11 @@ class Sampler {
   void accept(int32_t token);
 
   // Picks a token from `logits` (one per vocabulary entry). Advances the RNG
-  // unless the sampler is greedy.
-  SampleResult sample(std::span<const float> logits);
+  // unless the sampler is greedy. `allowed`: a grammar's token mask (bit
+  // id % 32 of word id / 32 set = allowed; TokenMatcher::fill_mask), applied
+  // after logit_bias and the penalties, before the filters; null = none.
+  // With every token masked the result's logprob is -inf.
+  SampleResult sample(std::span<const float> logits, const uint32_t* allowed = nullptr);
 
   // Debug and test accessor: the probability of every token after the
   // adjustments and all filters (zeros for the filtered ones). Does not touch
@@ -78,7 +82,8 @@ class Sampler {
 
   // `logits` after logit_bias and the penalties (in `buf`), or `logits`
   // itself when none is on.
-  std::span<const float> adjust(std::span<const float> logits, std::vector<float>& buf) const;
+  std::span<const float> adjust(std::span<const float> logits, std::vector<float>& buf,
+                                const uint32_t* allowed) const;
 
   SamplingParams params_;
   bool adjusts_ = false;

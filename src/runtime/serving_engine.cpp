@@ -459,10 +459,24 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     plan_rows(s, l, adapter_index, &step, &logit_rows);
   }
   if (!step.seq_lr.empty()) step.seq_lr.resize(step.seqs.size());
+  // The grammar masks of the rows sampled this step, on the mask worker
+  // while the forward pass runs.
+  std::vector<Live*> masked;
+  for (const LogitRow& lr : logit_rows) {
+    if (lr.prompt_pos >= 0) continue;
+    auto it = live_.find(lr.id);
+    if (it != live_.end() && it->second.matcher && static_cast<size_t>(it->second.n_generated) >= it->second.forced.size()) {
+      masked.push_back(&it->second);
+    }
+  }
+  if (!masked.empty()) mask_worker_.start([&masked, words = (model_->spec.n_vocab + 31) / 32] {
+    for (Live* l : masked) fill_mask(*l, words);
+  });
   StepOutput so;
   so.logits.swap(logits_);
   Status st = runner_->execute(step, &so);
   logits_.swap(so.logits);
+  if (!masked.empty()) mask_worker_.wait();
   if (!st.is_ok()) {
     for (const ScheduledSeq& s : out.seqs) {
       ServeEvent ev;
@@ -541,11 +555,28 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
   }
   if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
   const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();
+  const bool constrained = l.matcher && !forced;
+  if (constrained && !l.mask_ready) fill_mask(l, (logits.size() + 31) / 32);  // not planned as a sampled row
   SampleResult sr = forced ? logprobs_of(logits, l.forced[l.n_generated], l.sampler.params().n_logprobs)
-                           : l.sampler.sample(logits);
+                           : l.sampler.sample(logits, constrained ? l.mask.data() : nullptr);
+  if (constrained) {
+    l.mask_ready = false;
+    if (sr.id < 0 || ((l.mask[static_cast<size_t>(sr.id) >> 5] >> (sr.id & 31)) & 1u) == 0) {
+      ev.error = "the grammar allows no next token";
+      finish(id, ServeFinish::kError, std::move(ev));
+      return;
+    }
+  }
   const bool stop_id = std::find(l.stop_token_ids.begin(), l.stop_token_ids.end(), sr.id) != l.stop_token_ids.end();
-  if (stop_id || (!l.ignore_eos && tokenizer_->is_eog(sr.id))) {
+  // Under a grammar an end-of-generation token is the grammar's own end
+  // (the mask allows it only there), so it ends the request even with ignore_eos.
+  if (stop_id || ((!l.ignore_eos || constrained) && tokenizer_->is_eog(sr.id))) {
     finish(id, ServeFinish::kStop, std::move(ev));
+    return;
+  }
+  if (constrained && !l.matcher->accept(sr.id)) {
+    ev.error = "the grammar refused the sampled token";
+    finish(id, ServeFinish::kError, std::move(ev));
     return;
   }
   ++l.n_generated;
@@ -562,6 +593,12 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     sched_->append_token(id, token);
     l.sink(std::move(ev));
   }
+}
+
+void ServingEngineImpl::fill_mask(Live& l, size_t words) {
+  l.mask.resize(words);
+  l.matcher->fill_mask(l.mask);
+  l.mask_ready = true;
 }
 
 void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {

@@ -23,7 +23,9 @@
 #include "kv/kv_scratch.h"
 #include "kv/kv_storage.h"
 #include "kv/lr_storage.h"
+#include "agentkv/constraint.h"
 #include "runtime/loaded_model.h"
+#include "runtime/mask_worker.h"
 #include "runtime/runner.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
@@ -103,12 +105,18 @@ struct Live {
   std::function<void(const ServeRequest::KvProbe&)> kv_probe;
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;
+  // Constrained decoding: the request's place in its grammar, and the mask
+  // of the tokens allowed next (filled on the mask worker during the step).
+  std::unique_ptr<TokenMatcher> matcher;
+  std::vector<uint32_t> mask;
+  bool mask_ready = false;
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
         ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
         return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
         kv_probe(r.kv_probe), forced(r.forced_tokens) {
+    if (r.constraint) matcher = r.constraint->matcher();
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
@@ -197,6 +205,8 @@ class ServingEngineImpl final : public ServingEngine {
   void release_defer(Live& l);
   // Turns one logits row into a token and an event; finishes when it should.
   void on_logits(ServeId id, std::span<const float> logits);
+  // The grammar mask of `l`'s next token (words = ceil(n_vocab / 32)).
+  static void fill_mask(Live& l, size_t words);
   // Scores prompt token pos + 1 from the logits row of position pos.
   void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
   void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
@@ -270,6 +280,7 @@ class ServingEngineImpl final : public ServingEngine {
   int32_t capture_layer_ = -1;
   bool capture_all_ = false;
   std::unique_ptr<Runner> runner_;
+  MaskWorker mask_worker_;
   std::unique_ptr<Scheduler> sched_;
   AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up
   const SharingScheme* default_scheme_ = nullptr;

@@ -22,6 +22,14 @@ struct ApiError {
   std::string code;   // e.g. "model_not_found"; empty -> JSON null
 };
 
+// A parse step: nothing, or the error to answer with.
+using MaybeError = std::optional<ApiError>;
+
+#define AKV_API_TRY(expr)             \
+  do {                                \
+    if (auto _e = (expr)) return *_e; \
+  } while (0)
+
 // 400 invalid_request_error naming `param`.
 ApiError bad_request(std::string param, std::string message);
 

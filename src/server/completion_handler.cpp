@@ -12,6 +12,7 @@
 #include "server/http_server.h"
 #include "server/models_handler.h"
 #include "server/openai_response.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -73,6 +74,20 @@ class LatencyRecorder {
   Clock::time_point first_, last_;
 };
 
+ToolCallOut to_out(ToolCall&& c) { return {std::move(c.id), std::move(c.name), std::move(c.arguments)}; }
+
+std::string trim_ws(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// finish_reason with tool calls: "tool_calls" when the model stopped after calling.
+std::string reason_with_tools(ServeFinish f, int n_calls) {
+  if (n_calls > 0 && f == ServeFinish::kStop) return "tool_calls";
+  return finish_reason_name(f);
+}
+
 ApiError finish_error(const ServeEvent& e) {
   ApiError err;
   if (e.finish == ServeFinish::kCancelled) {
@@ -109,6 +124,8 @@ struct ChoiceState {
   int completion_tokens = 0;
   std::string kv_sharing;
   bool lr_fallback = false;
+  ToolCallParser tool_parser;  // chat with tools: content and calls of the text so far
+  int n_tool_calls = 0;        // stream: calls sent
 };
 
 // Per-request state shared by the handler, the stream provider and the sinks.
@@ -265,6 +282,14 @@ void respond_whole(Job& job, httplib::Response& res) {
     choice.index = static_cast<int>(c);
     choice.text = echo + ch.text;
     choice.finish_reason = finish_reason_name(ch.last.finish);
+    if (job.prep.tool_choice != ToolChoice::kNone) {
+      ToolCallParser parser;
+      ToolCallParser::Out a = parser.push(ch.text), b = parser.flush();
+      for (ToolCall& t : a.calls) choice.tool_calls.push_back(to_out(std::move(t)));
+      const bool calls_only = job.prep.tool_choice != ToolChoice::kAuto;
+      choice.text = calls_only && !choice.tool_calls.empty() ? "" : trim_ws(a.content + b.content);
+      choice.finish_reason = reason_with_tools(ch.last.finish, static_cast<int>(choice.tool_calls.size()));
+    }
     choice.text_offset = echo.size();
     if (job.prep.want_logprobs) choice.logprobs = to_logprobs(tok, ch.samples);
     if (job.prep.want_token_ids) choice.token_ids = token_ids_of(ch.samples);
@@ -290,7 +315,17 @@ void stream_event(Job& job, int c, const ServeEvent& e, std::string& out) {
   if (job.prep.want_logprobs && !e.samples.empty()) lps = to_logprobs(tok, e.samples);
   const bool final = e.finish != ServeFinish::kNone;
   const std::string reason = final ? finish_reason_name(e.finish) : "";
-  if (job.chat) {
+  if (job.chat && job.prep.tool_choice != ToolChoice::kNone) {
+    ToolCallParser::Out parsed = ch.tool_parser.push(e.text);
+    if (final) parsed.content += ch.tool_parser.flush().content;
+    // required / named: the separators between calls are not content.
+    if (job.prep.tool_choice != ToolChoice::kAuto) parsed.content.clear();
+    if (!parsed.content.empty() || lps) out += sse_event(chat_chunk_delta(job.meta, parsed.content, lps, c));
+    for (ToolCall& t : parsed.calls) {
+      out += sse_event(chat_chunk_tool_call(job.meta, ch.n_tool_calls++, to_out(std::move(t)), c));
+    }
+    if (final) out += sse_event(chat_chunk_finish(job.meta, reason_with_tools(e.finish, ch.n_tool_calls), c));
+  } else if (job.chat) {
     if (!e.text.empty() || lps) out += sse_event(chat_chunk_delta(job.meta, e.text, lps, c));
     if (final) out += sse_event(chat_chunk_finish(job.meta, reason, c));
   } else if (!e.text.empty() || lps || final) {

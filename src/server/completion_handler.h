@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agentkv/serving.h"
+#include "grammar/grammar_cache.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -29,6 +30,8 @@ struct CompletionEnv {
   RequestLimits limits;
   std::optional<ChatTemplateKind> chat_kind;  // absent: chat requests fail with chat_kind_error
   std::string chat_kind_error;
+  GrammarCache* grammars = nullptr;  // null: constrained requests fail with grammars_error
+  std::string grammars_error;
   std::string tenant;
   uint64_t serial = 0;  // makes the response id
   // Called exactly once, when the response has been written or abandoned

@@ -6,6 +6,7 @@
 #include "server/models_handler.h"
 #include "sharing/scheme.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -15,17 +16,21 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
   Prepared p;
   ServeRequest base;
   SamplingFields sf;
+  GuidedFields guided;
   std::vector<std::vector<int32_t>> prompts;
   if (chat) {
     ApiResult<ChatRequest> parsed = parse_chat_request(body, env.limits);
     if (!parsed.ok()) return parsed.error();
     ChatRequest& c = parsed.value();
     if (!env.chat_kind) return bad_request("messages", env.chat_kind_error);
-    std::vector<agentkv::ChatMessage> msgs;
-    msgs.reserve(c.messages.size());
-    for (const ChatMessage& m : c.messages) {
-      // OpenAI's "developer" role is the newer name of "system".
-      msgs.push_back({m.role == "developer" ? "system" : m.role, m.content});
+    // Tools, calls and results in the Hermes rendering; OpenAI's "developer"
+    // role is the newer name of "system".
+    const std::vector<agentkv::ChatMessage> msgs = render_tool_conversation(c.messages, c.guided.tools);
+    guided = std::move(c.guided);
+    if (!guided.grammar) {
+      guided.grammar = tool_call_grammar(guided);
+      guided.grammar_field = "tools";
+      p.tool_choice = guided.tool_choice;
     }
     const std::string text = chat_template_apply(*env.chat_kind, msgs, /*add_generation_prompt=*/true);
     prompts.push_back(tok.encode(text, /*add_special=*/true, /*parse_special=*/true));
@@ -56,6 +61,15 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
     p.echo_logprobs = c.echo && c.logprobs.has_value();
     if (p.echo_logprobs) base.prompt_logprobs = *c.logprobs;
     sf = std::move(c.sampling);
+    guided = std::move(c.guided);
+  }
+  if (guided.grammar) {
+    if (!env.grammars) {
+      return bad_request(guided.grammar_field, "constrained decoding is not available on this server: " + env.grammars_error);
+    }
+    Result<std::shared_ptr<const TokenConstraint>> g = env.grammars->get(*guided.grammar);
+    if (!g.is_ok()) return bad_request(guided.grammar_field, g.status().message());
+    base.constraint = std::move(g).value();
   }
   p.want_token_ids = sf.return_token_ids;
   ApiResult<std::string> adapter = resolve_model(*env.engine, env.model_name, sf.model);

@@ -11,6 +11,7 @@
 #include "agentkv/serving.h"
 #include "server/api_error.h"
 #include "server/completion_handler.h"
+#include "server/openai_guided.h"
 
 namespace agentkv::server {
 
@@ -27,6 +28,9 @@ struct Prepared {
   bool want_token_ids = false;  // return_token_ids: choices carry their generated ids
   bool echo_logprobs = false;  // completions echo + logprobs: the prompt's tokens are scored too
   std::string model;           // the name the response carries: the base's or the adapter's
+  // Chat with tools: the output is parsed for tool calls (tool_calls.h);
+  // required / named: only calls, no content.
+  ToolChoice tool_choice = ToolChoice::kNone;
 
   int n_choices() const { return static_cast<int>(prompts.size()) * n; }
 };

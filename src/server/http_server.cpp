@@ -87,7 +87,15 @@ HttpServer::HttpServer(ServerConfig cfg)
           registry_.counter("agentkv_preemptions_total", "Sequences preempted for lack of KV blocks.")),
       connections_open_(registry_.gauge("agentkv_http_connections_open", "HTTP connections being served.")),
       connections_rejected_(registry_.counter("agentkv_http_connections_rejected_total",
-                                              "HTTP connections answered 503 for the connection cap.")) {
+                                              "HTTP connections answered 503 for the connection cap.")),
+      grammar_hits_(registry_.counter("agentkv_grammar_cache_hits_total",
+                                      "Constrained requests whose grammar was already compiled.")),
+      grammar_compilations_(registry_.counter("agentkv_grammar_compilations_total",
+                                              "Grammars compiled (first use of a schema, regex or grammar).")),
+      grammar_compile_seconds_(registry_.counter("agentkv_grammar_compile_seconds_total",
+                                                 "Seconds spent compiling grammars.")),
+      grammar_last_compile_seconds_(
+          registry_.gauge("agentkv_grammar_last_compile_seconds", "The last grammar compilation's seconds.")) {
   // Response ids differ across restarts.
   next_id_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   setup_routes();
@@ -121,6 +129,12 @@ Status HttpServer::attach(ServingEngine& engine) {
       chat_kind_error_ = "this model has no chat template the server knows (" + k.status().message() +
                          "); start the server with --chat-template chatml|llama3|mistral";
     }
+  }
+  Result<std::unique_ptr<GrammarCache>> g = GrammarCache::create(engine.tokenizer(), engine.vocab_size());
+  if (g.is_ok()) {
+    grammars_ = std::move(g).value();
+  } else {
+    grammars_error_ = g.status().message();
   }
   engine_.store(&engine, std::memory_order_release);
   return Status::ok();
@@ -329,6 +343,8 @@ void HttpServer::handle_completions(const httplib::Request& req, httplib::Respon
   env.model_name = cfg_.model_name;
   env.limits = limits_;
   env.chat_kind = chat_kind_;
+  env.grammars = grammars_.get();
+  env.grammars_error = grammars_error_;
   env.chat_kind_error = chat_kind_error_;
   env.tenant = std::move(tenant);
   env.serial = next_id_.fetch_add(1);
@@ -470,6 +486,16 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     metrics_.lr_blocks_used.set(st.lr_blocks_used);
     metrics_.lr_blocks_cached.set(st.lr_blocks_cached);
     sync_counter(metrics_.lr_fallbacks, st.lr_fallback_requests);
+  }
+  if (grammars_) {
+    const GrammarCacheStats gs = grammars_->stats();
+    std::lock_guard<std::mutex> lock(scrape_mu_);
+    sync_counter(grammar_hits_, gs.hits);
+    sync_counter(grammar_compilations_, gs.misses);
+    if (gs.compile_seconds > grammar_compile_seconds_.value()) {
+      grammar_compile_seconds_.inc(gs.compile_seconds - grammar_compile_seconds_.value());
+    }
+    grammar_last_compile_seconds_.set(gs.last_compile_seconds);
   }
   {
     std::lock_guard<std::mutex> lock(scrape_mu_);

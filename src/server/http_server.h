@@ -19,6 +19,8 @@
 // that are still being written, then stops the listener.
 #pragma once
 
+#include "grammar/grammar_cache.h"
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -121,6 +123,10 @@ class HttpServer {
   std::atomic<ServingEngine*> engine_{nullptr};
   // Set by attach() before engine_ is published; read only once engine_ is seen.
   RequestLimits limits_;
+  // Compiled grammars for constrained decoding (null: xgrammar refused the
+  // vocabulary; such requests are a 400 saying so).
+  std::unique_ptr<GrammarCache> grammars_;
+  std::string grammars_error_;
   std::optional<ChatTemplateKind> chat_kind_;
   std::string chat_kind_error_;
 
@@ -138,6 +144,10 @@ class HttpServer {
   Counter& preemptions_;
   Gauge& connections_open_;
   Counter& connections_rejected_;
+  Counter& grammar_hits_;
+  Counter& grammar_compilations_;
+  Counter& grammar_compile_seconds_;
+  Gauge& grammar_last_compile_seconds_;
   std::mutex scrape_mu_;  // counters are brought up to the engine's totals one scrape at a time
 
   std::atomic<uint64_t> next_id_{1};

@@ -14,12 +14,6 @@ namespace agentkv::server {
 namespace {
 
 using json = nlohmann::json;
-using MaybeError = std::optional<ApiError>;
-
-#define AKV_API_TRY(expr)          \
-  do {                             \
-    if (auto _e = (expr)) return *_e; \
-  } while (0)
 
 // nlohmann's parser is iterative, but a guard here keeps any recursive walk of
 // the result (ours, dump, destruction) bounded whatever the library version.
@@ -482,6 +476,10 @@ MaybeError read_messages(const json& obj, const RequestLimits& limits, std::vect
       if (!n->is_string()) return wrong_type(p + ".name", "a string", *n);
       msg.name = n->get<std::string>();
     }
+    if (const json* tc = field(m, "tool_calls")) {
+      if (msg.role != "assistant") return bad_request(p + ".tool_calls", "only assistant messages carry tool_calls");
+      AKV_API_TRY(read_tool_calls(*tc, p + ".tool_calls", msg.tool_calls));
+    }
     if (const json* t = field(m, "tool_call_id")) {
       if (!t->is_string()) return wrong_type(p + ".tool_call_id", "a string", *t);
       msg.tool_call_id = t->get<std::string>();
@@ -510,6 +508,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body, con
     r.logprobs = static_cast<int>(lp);
   }
   AKV_API_TRY(read_bool(obj, "echo", r.echo));
+  AKV_API_TRY(read_guided(obj, body, /*chat=*/false, r.guided));
   return r;
 }
 
@@ -527,6 +526,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body, const RequestLi
     if (!r.logprobs) return bad_request("top_logprobs", "top_logprobs requires logprobs to be true");
     r.top_logprobs = static_cast<int>(k);
   }
+  AKV_API_TRY(read_guided(obj, body, /*chat=*/true, r.guided));
   return r;
 }
 

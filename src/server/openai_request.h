@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "server/openai_guided.h"
 
 namespace agentkv::server {
 
@@ -86,6 +87,7 @@ struct CompletionRequest {
   std::vector<PromptInput> prompts;       // 1 .. kMaxChoices / n
   std::optional<int> logprobs;            // 0..20 top alternatives per token; absent: none
   bool echo = false;
+  GuidedFields guided;                    // response_format, guided_* (no tools here)
 };
 
 struct ChatMessage {
@@ -93,6 +95,7 @@ struct ChatMessage {
   std::string content;  // text parts joined with no separator
   std::string name;     // optional participant name
   std::string tool_call_id;  // role "tool" only
+  std::vector<ToolCall> tool_calls;  // role "assistant": the calls it made
 };
 
 struct ChatRequest {
@@ -100,6 +103,7 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;  // non-empty
   bool logprobs = false;
   int top_logprobs = 0;               // 0..20, only with logprobs
+  GuidedFields guided;                // response_format, guided_*, tools, tool_choice
 };
 
 // The body as a JSON object, with the checks every endpoint shares: size

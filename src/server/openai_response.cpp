@@ -97,13 +97,23 @@ json completion_response(const ResponseMeta& meta, const std::vector<Choice>& ch
   return out;
 }
 
+namespace {
+json tool_call_json(const ToolCallOut& t) {
+  return {{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}};
+}
+}  // namespace
+
 json chat_completion_response(const ResponseMeta& meta, const std::vector<Choice>& choices, const Usage& usage) {
   json out = header(meta, "chat.completion");
   out["choices"] = json::array();
   for (const Choice& choice : choices) {
-    json c = {{"index", choice.index},
-              {"message", {{"role", "assistant"}, {"content", choice.text}}},
-              {"finish_reason", nullable(choice.finish_reason)}};
+    json msg = {{"role", "assistant"}, {"content", choice.text}};
+    if (!choice.tool_calls.empty()) {
+      if (choice.text.empty()) msg["content"] = nullptr;
+      msg["tool_calls"] = json::array();
+      for (const ToolCallOut& t : choice.tool_calls) msg["tool_calls"].push_back(tool_call_json(t));
+    }
+    json c = {{"index", choice.index}, {"message", std::move(msg)}, {"finish_reason", nullable(choice.finish_reason)}};
     c["logprobs"] = choice.logprobs ? chat_logprobs_json(*choice.logprobs) : json(nullptr);
     if (choice.token_ids) c["token_ids"] = *choice.token_ids;
     out["choices"].push_back(std::move(c));
@@ -143,6 +153,16 @@ json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
   json out = header(meta, "chat.completion.chunk");
   json c = {{"index", index}, {"delta", {{"content", text}}}, {"finish_reason", nullptr}};
   c["logprobs"] = logprobs ? chat_logprobs_json(*logprobs) : json(nullptr);
+  out["choices"] = json::array({std::move(c)});
+  return out;
+}
+
+json chat_chunk_tool_call(const ResponseMeta& meta, int call_index, const ToolCallOut& call, int index) {
+  json out = header(meta, "chat.completion.chunk");
+  json t = tool_call_json(call);
+  t["index"] = call_index;
+  json c = {{"index", index}, {"delta", {{"tool_calls", json::array({std::move(t)})}}}, {"finish_reason", nullptr}};
+  c["logprobs"] = nullptr;
   out["choices"] = json::array({std::move(c)});
   return out;
 }

@@ -54,6 +54,10 @@ struct ResponseMeta {
   std::string model;
 };
 
+struct ToolCallOut {
+  std::string id, name, arguments;
+};
+
 struct Choice {
   int index = 0;
   std::string text;           // completion text / assistant message content
@@ -63,6 +67,9 @@ struct Choice {
   // return_token_ids (vLLM's extension): the generated token ids, "token_ids"; absent: omitted.
   // Agents that pass one another's output on append these instead of re-tokenizing the text.
   std::optional<std::vector<int32_t>> token_ids;
+  // chat: the message's tool_calls (ids, type function, name, arguments as
+  // JSON text); with them an empty content is null.
+  std::vector<ToolCallOut> tool_calls;
 };
 
 // "<prefix>-<16 hex digits>", e.g. format_response_id("chatcmpl", n).
@@ -94,6 +101,11 @@ nlohmann::json completion_chunk(const ResponseMeta& meta, const Choice& choice);
 nlohmann::json chat_chunk_role(const ResponseMeta& meta, int index = 0);
 nlohmann::json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
                                 const std::optional<std::vector<TokenLogprob>>& logprobs, int index = 0);
+// One whole tool call as a stream delta: {"tool_calls": [{"index", "id",
+// "type": "function", "function": {"name", "arguments"}}]}, which the OpenAI
+// SDK assembles as it does argument fragments. `call_index` counts the
+// choice's calls.
+nlohmann::json chat_chunk_tool_call(const ResponseMeta& meta, int call_index, const ToolCallOut& call, int index = 0);
 nlohmann::json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason, int index = 0);
 // The final usage chunk: "choices": [] and "usage" set. `chat` picks the object name.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage, bool chat);
