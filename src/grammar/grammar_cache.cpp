@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "grammar/schema_check.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv {
@@ -162,6 +163,10 @@ Status grammar_check_limits(const GrammarSpec& spec) {
                       " bytes; at most ", kMaxGrammarBytes);
   }
   if (spec.kind == GrammarKind::kRegex) return check_regex(spec.text);
+  if (spec.kind == GrammarKind::kJsonSchema) return json_schema_check_supported(spec.text);
+  // A structural tag (tool calls) carries the tools' schemas; its own depth
+  // is theirs plus a few levels.
+  if (spec.kind == GrammarKind::kStructuralTag) return json_nesting_within(spec.text, kMaxSchemaDepth + 8);
   return Status::ok();
 }
 
@@ -223,8 +228,13 @@ Result<std::shared_ptr<const TokenConstraint>> GrammarCache::get(const GrammarSp
   stats_.compile_seconds += dt;
   stats_.last_compile_seconds = dt;
   if (!c) {
-    // xgrammar's messages start with its own file:line; keep the reason.
-    if (auto p = error.find("] "); p != std::string::npos && p < 120) error = error.substr(p + 2);
+    // xgrammar's messages may start with its source file:line and the failed
+    // check; keep the reason only (no build paths in an API error).
+    if (auto p = error.find(".cc:"); p != std::string::npos) {
+      if (auto q = error.find(": ", p); q != std::string::npos) error = error.substr(q + 2);
+    }
+    if (auto p = error.find(" is false: "); p != std::string::npos) error = error.substr(p + 11);
+    while (!error.empty() && (error.back() == '\n' || error.back() == ' ')) error.pop_back();
     return make_error(ErrorCode::kInvalidArgument, "the ", grammar_kind_name(spec.kind), " cannot be compiled: ", error);
   }
   if (index_.find(key) == index_.end()) {

@@ -7,6 +7,7 @@
 #include "sharing/scheme.h"
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
+#include "grammar/schema_check.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -27,7 +28,11 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
     // role is the newer name of "system".
     const std::vector<agentkv::ChatMessage> msgs = render_tool_conversation(c.messages, c.guided.tools);
     guided = std::move(c.guided);
-    if (!guided.grammar) {
+    if (!guided.grammar && guided.tool_choice != ToolChoice::kNone) {
+      for (size_t i = 0; i < guided.tools.size(); ++i) {
+        const Status st = json_schema_check_supported(guided.tools[i].parameters.dump());
+        if (!st.is_ok()) return bad_request("tools[" + std::to_string(i) + "].function.parameters", st.message());
+      }
       guided.grammar = tool_call_grammar(guided);
       guided.grammar_field = "tools";
       p.tool_choice = guided.tool_choice;

@@ -137,14 +137,23 @@ TEST(GrammarCache, BadGrammarsAreInvalidArgument) {
            {GrammarKind::kEbnf, "no rule here"},
            {GrammarKind::kJsonSchema, std::string(kMaxGrammarBytes + 1, ' ')},
            {GrammarKind::kStructuralTag, R"({"type": "structural_tag", "format": {"type": "nope"}})"},
+           // Keywords xgrammar would skip are refused, not weakened.
+           {GrammarKind::kJsonSchema, R"({"type": "array", "uniqueItems": true})"},
+           {GrammarKind::kJsonSchema, R"({"properties": {"a": {"not": {"type": "string"}}}})"},
+           {GrammarKind::kJsonSchema, R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})"},
+           {GrammarKind::kJsonSchema, R"({"type": "number", "multipleOf": 0.5})"},
+           {GrammarKind::kJsonSchema, R"({"$ref": "http://example.com/s.json"})"},
+           {GrammarKind::kJsonSchema, std::string(100, '[') + std::string(100, ']')},
        }) {
     auto g = cache->get(s);
     ASSERT_FALSE(g.is_ok()) << s.text.substr(0, 60);
     EXPECT_EQ(g.status().code(), ErrorCode::kInvalidArgument) << g.status().message();
     EXPECT_FALSE(g.status().message().empty());
   }
-  // Within the limits, nested counts pass.
+  // Within the limits, nested counts pass, and a property may be named like a keyword.
   EXPECT_TRUE(cache->get({GrammarKind::kRegex, "(a{10}){10}"}).is_ok());
+  auto named = cache->get({GrammarKind::kJsonSchema, R"({"type": "object", "properties": {"not": {"type": "integer"}}})"});
+  EXPECT_TRUE(named.is_ok()) << named.status().message();
 }
 
 TEST(GrammarCache, ToolCallGrammarForcesACall) {
