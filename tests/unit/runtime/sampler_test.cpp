@@ -546,3 +546,44 @@ TEST(Sampler, FullVocabularyCost) {
 
 }  // namespace
 }  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+// A grammar's mask: the argmax is kept when allowed (so constrained greedy
+// equals unconstrained greedy wherever the latter satisfies the grammar),
+// the best allowed token otherwise; bias applies before the mask, and the
+// reported logprob stays the raw model's.
+TEST(SamplerMask, KeepsTheArgmaxWhenAllowedAndAppliesAfterBias) {
+  const std::vector<float> logits = {0.5f, 3.0f, 2.0f, 1.0f, -1.0f};
+  std::vector<uint32_t> all = {0x1Fu}, no_argmax = {0x1Fu & ~(1u << 1)}, only4 = {1u << 4};
+  SamplingParams p;  // greedy
+  Sampler s(p);
+  const SampleResult free = s.sample(logits);
+  EXPECT_EQ(s.sample(logits, all.data()).id, free.id);
+  EXPECT_EQ(s.sample(logits, all.data()).logprob, free.logprob);
+  EXPECT_EQ(s.sample(logits, no_argmax.data()).id, 2);
+  const SampleResult forced = s.sample(logits, only4.data());
+  EXPECT_EQ(forced.id, 4);
+  EXPECT_NEAR(forced.logprob, logprobs_of(logits, 4, 0).logprob, 1e-6);
+  // Bias first: +5 on token 3 makes it the argmax, and the mask still rules.
+  p.logit_bias = {{3, 5.0f}};
+  Sampler b(p);
+  EXPECT_EQ(b.sample(logits, all.data()).id, 3);
+  EXPECT_EQ(b.sample(logits, no_argmax.data()).id, 3);
+  std::vector<uint32_t> no3 = {0x1Fu & ~(1u << 3)};
+  EXPECT_EQ(b.sample(logits, no3.data()).id, 1);
+  // Sampling at temperature 1 never draws a masked token.
+  p.logit_bias.clear();
+  p.temperature = 1.0f;
+  p.seed = 7;
+  Sampler t(p);
+  std::vector<uint32_t> two = {(1u << 0) | (1u << 4)};
+  for (int i = 0; i < 200; ++i) {
+    const int32_t id = t.sample(logits, two.data()).id;
+    EXPECT_TRUE(id == 0 || id == 4) << id;
+  }
+}
+
+}  // namespace
+}  // namespace agentkv
