@@ -36,6 +36,11 @@ struct ServeRequest {
   // penalties; an end-of-generation token ends the request only where the
   // grammar is complete (and then even with ignore_eos).
   std::shared_ptr<const TokenConstraint> constraint;
+  // Agent session (docs/usage.md, "Agent sessions"): the blocks this request
+  // wrote or read stay protected from eviction for session_retention_s after
+  // it finishes (renewed by each request of the session). Scoped to `tenant`.
+  std::string session_id;
+  double session_retention_s = 0;
   // >= 0: report every prompt token's logprob (and this many alternatives)
   // on the first event, as OpenAI's completions echo + logprobs. Such a
   // request reads nothing from the prefix cache (a cached token has no
@@ -160,6 +165,9 @@ struct ServingOptions {
   // Frozen segments are evicted, least hit first, when an allocation would
   // put the used KV blocks (frozen ones included) above this fraction of the pool.
   double segment_watermark = 0.9;
+  // Agent sessions protect at most this share of the KV pool; past it the
+  // least recently used sessions lose their protection first.
+  double session_share = 0.5;
   // RelayCaching captures (KV components: the hidden state entering the
   // relay's l_start and the influence score of every token): "on-request"
   // keeps room for them and captures for requests under kv_sharing relay,
@@ -240,6 +248,9 @@ struct ServingStats {
   int32_t frozen_segments = 0;        // frozen (pinned) segments now
   int32_t frozen_blocks = 0;          // distinct KV blocks they pin
   int64_t segment_evictions = 0;      // cumulative: frozen segments evicted above the watermark
+  int32_t live_sessions = 0;          // agent sessions with time left
+  int32_t protected_blocks = 0;       // KV blocks a session protects
+  int64_t protected_hits = 0;         // cumulative: prefix and segment hits on protected blocks
 };
 
 // A frozen segment (SparseX §4's knowledge base): a run of tokens whose KV
@@ -324,6 +335,13 @@ class ServingEngine {
   // tokens, in id order: what serve --segment-dir saves at shutdown. Empty
   // once the engine stopped.
   virtual std::vector<SegmentSpec> frozen_segment_specs() { return {}; }
+
+  // Ends an agent session of `tenant` now: its blocks become ordinary cached
+  // blocks. kNotFound for an unknown id or another tenant's.
+  virtual Status end_session(const std::string& tenant, const std::string& id) {
+    (void)tenant;
+    return make_error(ErrorCode::kNotFound, "no session '", id, "'");
+  }
 
   virtual ServingStats stats() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;

@@ -360,6 +360,20 @@ void register_serve(CLI::App& app) {
                   "would exceed this fraction of the pool")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 1.0));
+  cmd->add_option("--session-share", e.session_share,
+                  "agent sessions (session_id / X-Session-ID) protect at most this fraction of the KV pool from "
+                  "eviction; past it the least recently used sessions lose their protection first")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--session-retention-s", a->server.session_retention_s,
+                  "how long a session's blocks stay protected after its last request, when the request gives no "
+                  "session_retention_s")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--session-max-retention-s", a->server.session_max_retention_s,
+                  "the longest session_retention_s a request may ask for (longer is a 400)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-model-len", e.max_model_len,
                   "longest prompt + completion; 0: the model's (at most 32768)")
       ->capture_default_str()

@@ -23,12 +23,16 @@ Result<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
       b = free_.back();
       free_.pop_back();
     } else {
-      b = lru_head_;
+      b = lru_head_[0] != -1 ? lru_head_[0] : lru_head_[1];
       lru_remove(b);
       index_.erase(b);
     }
     BlockMeta& m = meta_[b];
     assert(m.ref == 0);
+    if (m.protect > 0) {  // a new life: no session protects it any more
+      m.protect = 0;
+      --n_protected_;
+    }
     m.ref = 1;
     ++m.generation;
     out.push_back(b);
@@ -50,6 +54,7 @@ void BlockPool::release(const std::vector<int32_t>& blocks) {
 
 void BlockPool::touch(int32_t block) {
   BlockMeta& m = meta_[block];
+  if (m.protect > 0) ++protected_hits_;
   if (m.ref == 0) {
     assert(m.in_lru && "touch of a free block");
     lru_remove(block);
@@ -58,6 +63,7 @@ void BlockPool::touch(int32_t block) {
 }
 
 void BlockPool::refresh(int32_t block) {
+  if (meta_[block].protect > 0) ++protected_hits_;
   if (meta_[block].ref != 0 || !meta_[block].in_lru) return;
   lru_remove(block);
   lru_push_back(block);
@@ -70,44 +76,73 @@ bool BlockPool::cache(int32_t block, BlockKey key) {
 
 void BlockPool::uncache(int32_t block) {
   index_.erase(block);
+  if (meta_[block].protect > 0) {  // forgotten content: nothing left to protect
+    meta_[block].protect = 0;
+    --n_protected_;
+  }
   if (meta_[block].in_lru) {
     lru_remove(block);
     free_.push_back(block);
   }
 }
 
+void BlockPool::protect(int32_t block) {
+  BlockMeta& m = meta_[block];
+  if (m.protect++ > 0) return;
+  ++n_protected_;
+  if (m.in_lru) {  // to the protected list
+    lru_remove(block);
+    lru_push_back(block);
+  }
+}
+
+void BlockPool::unprotect(int32_t block) {
+  BlockMeta& m = meta_[block];
+  if (m.protect == 0 || --m.protect > 0) return;
+  --n_protected_;
+  if (m.in_lru) {  // an ordinary cached block again, the most recent one
+    lru_remove(block);
+    lru_push_back(block);
+  }
+}
+
 std::vector<int32_t> BlockPool::lru_order() const {
   std::vector<int32_t> out;
-  for (int32_t b = lru_head_; b != -1; b = meta_[b].lru_next) out.push_back(b);
+  for (int list = 0; list < 2; ++list) {
+    for (int32_t b = lru_head_[list]; b != -1; b = meta_[b].lru_next) out.push_back(b);
+  }
   return out;
 }
 
 void BlockPool::lru_push_back(int32_t b) {
   BlockMeta& m = meta_[b];
-  m.lru_prev = lru_tail_;
+  const int list = m.protect > 0 ? 1 : 0;
+  m.lru_list = static_cast<int8_t>(list);
+  m.lru_prev = lru_tail_[list];
   m.lru_next = -1;
   m.in_lru = true;
-  if (lru_tail_ != -1) {
-    meta_[lru_tail_].lru_next = b;
+  if (lru_tail_[list] != -1) {
+    meta_[lru_tail_[list]].lru_next = b;
   } else {
-    lru_head_ = b;
+    lru_head_[list] = b;
   }
-  lru_tail_ = b;
+  lru_tail_[list] = b;
   ++n_cached_;
 }
 
 void BlockPool::lru_remove(int32_t b) {
   BlockMeta& m = meta_[b];
   assert(m.in_lru);
+  const int list = m.lru_list;
   if (m.lru_prev != -1) {
     meta_[m.lru_prev].lru_next = m.lru_next;
   } else {
-    lru_head_ = m.lru_next;
+    lru_head_[list] = m.lru_next;
   }
   if (m.lru_next != -1) {
     meta_[m.lru_next].lru_prev = m.lru_prev;
   } else {
-    lru_tail_ = m.lru_prev;
+    lru_tail_[list] = m.lru_prev;
   }
   m.lru_prev = m.lru_next = -1;
   m.in_lru = false;

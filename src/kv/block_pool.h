@@ -8,6 +8,8 @@
 //   free   ref == 0, not indexed        (never-used or forgotten content)
 // allocate() takes free blocks first and only then evicts the least recently
 // released cached block, so cached KV lives as long as memory allows.
+// A cached block that an agent session protects (protect(); session_table.h)
+// sits on a second LRU, evicted only when the first is empty.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,8 @@ struct BlockMeta {
   int32_t lru_prev = -1;    // intrusive LRU links (only while cached)
   int32_t lru_next = -1;
   bool in_lru = false;
+  int8_t lru_list = 0;      // 0: ordinary, 1: protected (while in_lru)
+  int32_t protect = 0;      // sessions protecting this life of the block
 };
 
 class BlockPool {
@@ -53,6 +57,15 @@ class BlockPool {
   // cached block moves to the LRU tail, last to be evicted (O(1)).
   void refresh(int32_t block);
 
+  // Session protection, counted per block: while > 0 a cached block is
+  // evicted only after every unprotected one. Evicting it anyway (the
+  // protected LRU's head, when nothing else is left) drops its count.
+  void protect(int32_t block);
+  void unprotect(int32_t block);
+  int32_t n_protected() const { return n_protected_; }  // blocks with a count > 0
+  // Prefix and segment hits on protected blocks (cumulative).
+  int64_t protected_hits() const { return protected_hits_; }
+
   // Prefix index over the pool. cache() registers a held (ref > 0) block;
   // false if its hash is taken (see PrefixIndex::insert).
   bool cache(int32_t block, BlockKey key);
@@ -77,9 +90,12 @@ class BlockPool {
 
   std::vector<BlockMeta> meta_;
   std::vector<int32_t> free_;  // stack of free ids, lowest id on top
-  int32_t lru_head_ = -1;      // next to evict
-  int32_t lru_tail_ = -1;      // most recently released
+  // Per list (0 ordinary, 1 protected): next to evict, most recently released.
+  int32_t lru_head_[2] = {-1, -1};
+  int32_t lru_tail_[2] = {-1, -1};
   int32_t n_cached_ = 0;
+  int32_t n_protected_ = 0;
+  int64_t protected_hits_ = 0;
   PrefixIndex index_;
 };
 

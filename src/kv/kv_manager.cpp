@@ -98,6 +98,7 @@ Status KvManager::allocate_slots(RequestId id, int32_t n_new_tokens, const KvBlo
     for (const BlockRef& r : computed.blocks_) {
       pool_.touch(r.id);
       req->blocks.push_back(r.id);
+      req->canonical.push_back(r);
       frozen_.record_hit(r.id, now);
     }
     req->n_committed = computed.n_blocks();
@@ -161,6 +162,7 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
       segments_.add(canonical, seg_hash, i * block_size_, pool_.is_current(key.parent) ? key.parent : BlockRef{});
     }
     req.last_canonical = canonical;
+    req.canonical.push_back(canonical);
     req.last_hash = key.hash;
     req.n_committed = i + 1;
   }
@@ -281,6 +283,12 @@ void KvManager::free(RequestId id) {
   std::vector<int32_t> reversed(it->second.blocks.rbegin(), it->second.blocks.rend());
   pool_.release(reversed);
   reqs_.erase(it);
+}
+
+void KvManager::keep_for_session(RequestId id, const std::string& key, double now, double expires) {
+  auto it = reqs_.find(id);
+  if (it == reqs_.end()) return;
+  sessions_.keep(key, it->second.canonical, now, expires);
 }
 
 const std::vector<int32_t>& KvManager::block_table(RequestId id) const {

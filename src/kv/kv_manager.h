@@ -30,6 +30,7 @@
 #include "kv/frozen_segments.h"
 #include "kv/segment_index.h"
 #include "kv/segment_match.h"
+#include "kv/session_table.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -64,6 +65,8 @@ class KvManager {
   // n_blocks comes from the caller's memory budget. `hash` is a test seam
   // (inject collisions); production uses hash_block.
   KvManager(int32_t n_blocks, int32_t block_size, BlockHashFn hash = hash_block);
+  KvManager(const KvManager&) = delete;
+  KvManager& operator=(const KvManager&) = delete;
 
   int32_t block_size() const { return block_size_; }
 
@@ -140,6 +143,13 @@ class KvManager {
   // recompute it. kNotFound for an unknown id.
   Status unfreeze_segment(const std::string& id);
   const FrozenSegments& frozen() const { return frozen_; }
+
+  // Agent sessions (session_table.h): call before free(id) of a finished
+  // request of session `key` (already scoped to its tenant) to protect the
+  // blocks it wrote or read until `expires`.
+  void keep_for_session(RequestId id, const std::string& key, double now, double expires);
+  SessionTable& sessions() { return sessions_; }
+  const SessionTable& sessions() const { return sessions_; }
   // Allocations that would take used blocks (frozen ones included) above
   // this fraction of the pool evict frozen segments first, least hit first.
   void set_frozen_watermark(double fraction) { frozen_watermark_ = fraction; }
@@ -151,6 +161,7 @@ class KvManager {
     int32_t n_slots = 0;
     int32_t n_committed = 0;         // leading blocks registered (or found identical)
     BlockRef last_canonical;         // block that holds the last committed block's content
+    std::vector<BlockRef> canonical; // per committed block: the block that holds its content
     uint64_t last_hash = kRootHash;  // its hash
     bool chain_broken = false;       // a collision stopped registration for good
   };
@@ -177,6 +188,7 @@ class KvManager {
   std::unordered_map<RequestId, Request> reqs_;
   FrozenSegments frozen_;
   double frozen_watermark_ = 0.9;
+  SessionTable sessions_{pool_};  // refers to pool_: KvManager is neither copied nor moved
 };
 
 }  // namespace agentkv

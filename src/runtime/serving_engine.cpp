@@ -135,6 +135,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
   }
   e->kv_->set_frozen_watermark(opts.segment_watermark);
+  e->kv_->sessions().set_share(opts.session_share);
   e->defer_ = std::make_unique<KvScratch>(e->kv_.get(), e->storage_.get(), s.d_model);
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
@@ -289,6 +290,9 @@ void ServingEngineImpl::publish_stats() {
   stats_.n_running = sched_->n_running();
   stats_.kv_blocks_used = u.n_used;
   stats_.kv_blocks_cached = u.n_cached;
+  stats_.live_sessions = kv_->sessions().n_live();
+  stats_.protected_blocks = kv_->pool().n_protected();
+  stats_.protected_hits = kv_->pool().protected_hits();
   stats_.kv_blocks_free = u.n_free;
   stats_.kv_blocks_total = u.n_total;
   stats_.prefix_hit_tokens = sched_->n_prefix_hit_tokens();
@@ -324,6 +328,7 @@ void ServingEngineImpl::loop() {
     cancels.clear();
     take_inbox(&fresh, &cancels, &cancel_all);
     run_tasks();
+    kv_->sessions().expire(clock_seconds());
     for (Pending& p : fresh) {
       auto r = std::make_unique<SchedRequest>();
       r->id = p.id;
@@ -628,6 +633,10 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   }
   l.sink(std::move(ev));
   release_defer(l);
+  if (!l.session_key.empty()) {
+    const double now = clock_seconds();
+    kv_->keep_for_session(id, l.session_key, now, now + l.session_retention_s);
+  }
   sched_->finish(id);
   live_.erase(it);
   publish_stats();  // before drain() can see the request gone
@@ -659,6 +668,17 @@ std::vector<ServedModel> ServingEngineImpl::models() const {
     out.push_back(ServedModel{a.name, adapter_kind_name(a.kind), a.id, a.rank, a.v_a_id, a.shared_a_with});
   }
   return out;
+}
+
+Status ServingEngineImpl::end_session(const std::string& tenant, const std::string& id) {
+  const std::string key = std::to_string(tenant.size()) + ':' + tenant + id;
+  bool found = false;
+  AKV_RETURN_IF_ERROR(run_on_engine([&] {
+    found = kv_->sessions().end(key);
+    publish_stats();
+  }));
+  if (!found) return make_error(ErrorCode::kNotFound, "no session '", id, "'");
+  return Status::ok();
 }
 
 Status ServingEngineImpl::run_on_engine(std::function<void()> fn) {

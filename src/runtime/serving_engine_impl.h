@@ -41,6 +41,9 @@ namespace serving_detail {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds on the steady clock: session expiry times.
+inline double clock_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
 inline double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
@@ -110,6 +113,8 @@ struct Live {
   std::unique_ptr<TokenMatcher> matcher;
   std::vector<uint32_t> mask;
   bool mask_ready = false;
+  std::string session_key;                 // agent session, scoped to the tenant; "" = none
+  double session_retention_s = 0;
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
@@ -117,6 +122,10 @@ struct Live {
         return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
         kv_probe(r.kv_probe), forced(r.forced_tokens) {
     if (r.constraint) matcher = r.constraint->matcher();
+    if (!r.session_id.empty()) {
+      session_key = std::to_string(r.tenant.size()) + ':' + r.tenant + r.session_id;  // length-prefixed: no aliasing
+      session_retention_s = r.session_retention_s;
+    }
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
@@ -143,6 +152,7 @@ struct LogitRow {
 }  // namespace serving_detail
 
 using serving_detail::Clock;
+using serving_detail::clock_seconds;
 using serving_detail::Live;
 using serving_detail::LogitRow;
 using serving_detail::Pending;
@@ -205,6 +215,7 @@ class ServingEngineImpl final : public ServingEngine {
   void release_defer(Live& l);
   // Turns one logits row into a token and an event; finishes when it should.
   void on_logits(ServeId id, std::span<const float> logits);
+  Status end_session(const std::string& tenant, const std::string& id) override;
   // The grammar mask of `l`'s next token (words = ceil(n_vocab / 32)).
   static void fill_mask(Live& l, size_t words);
   // Scores prompt token pos + 1 from the logits row of position pos.

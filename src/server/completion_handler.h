@@ -33,6 +33,9 @@ struct CompletionEnv {
   GrammarCache* grammars = nullptr;  // null: constrained requests fail with grammars_error
   std::string grammars_error;
   std::string tenant;
+  std::string session_header;            // X-Session-ID ("" when absent)
+  double session_retention_s = 60;       // default for requests naming a session
+  double session_max_retention_s = 3600;
   uint64_t serial = 0;  // makes the response id
   // Called exactly once, when the response has been written or abandoned
   // (for a stream: after its last chunk, from the releaser of httplib's

@@ -1,5 +1,6 @@
 #include "server/completion_prepare.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -109,6 +110,28 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
   base.stop_token_ids = std::move(sf.stop_token_ids);
   base.ignore_eos = sf.ignore_eos;
   base.tenant = env.tenant;
+  if (!env.session_header.empty()) {
+    if (!valid_session_id(env.session_header)) {
+      return bad_request("X-Session-ID", "X-Session-ID must be 1-128 of [A-Za-z0-9._:-]");
+    }
+    if (sf.session_id && *sf.session_id != env.session_header) {
+      return bad_request("session_id", "session_id and the X-Session-ID header differ");
+    }
+    sf.session_id = env.session_header;
+  }
+  if (sf.session_retention_s && !sf.session_id) {
+    return bad_request("session_retention_s", "session_retention_s needs a session_id (or X-Session-ID)");
+  }
+  if (sf.session_id) {
+    const double ttl = sf.session_retention_s.value_or(std::min(env.session_retention_s, env.session_max_retention_s));
+    if (ttl > env.session_max_retention_s) {
+      return bad_request("session_retention_s", "session_retention_s is at most " +
+                                                    std::to_string(static_cast<int64_t>(env.session_max_retention_s)) +
+                                                    " on this server (--session-max-retention-s)");
+    }
+    base.session_id = *sf.session_id;
+    base.session_retention_s = ttl;
+  }
   base.cache_salt = sf.cache_salt.value_or("");
   for (std::vector<int32_t>& ids : prompts) {
     ServeRequest r = base;

@@ -95,7 +95,11 @@ HttpServer::HttpServer(ServerConfig cfg)
       grammar_compile_seconds_(registry_.counter("agentkv_grammar_compile_seconds_total",
                                                  "Seconds spent compiling grammars.")),
       grammar_last_compile_seconds_(
-          registry_.gauge("agentkv_grammar_last_compile_seconds", "The last grammar compilation's seconds.")) {
+          registry_.gauge("agentkv_grammar_last_compile_seconds", "The last grammar compilation's seconds.")),
+      live_sessions_(registry_.gauge("agentkv_sessions_live", "Agent sessions with retention time left.")),
+      protected_blocks_(registry_.gauge("agentkv_session_protected_blocks", "KV blocks agent sessions protect.")),
+      protected_hits_(registry_.counter("agentkv_session_protected_hits_total",
+                                        "Prefix and segment hits on KV blocks a session protects.")) {
   // Response ids differ across restarts.
   next_id_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   setup_routes();
@@ -272,6 +276,8 @@ void HttpServer::setup_routes() {
   s.Get("/v1/segments", [this](const httplib::Request& req, httplib::Response& res) { handle_segments(req, res); });
   s.Delete(R"(/v1/segments/([^/]+))",
            [this](const httplib::Request& req, httplib::Response& res) { handle_segments(req, res); });
+  s.Delete(R"(/v1/sessions/([^/]+))",
+           [this](const httplib::Request& req, httplib::Response& res) { handle_session_delete(req, res); });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { handle_health(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
 
@@ -347,9 +353,31 @@ void HttpServer::handle_completions(const httplib::Request& req, httplib::Respon
   env.grammars_error = grammars_error_;
   env.chat_kind_error = chat_kind_error_;
   env.tenant = std::move(tenant);
+  env.session_header = req.get_header_value("X-Session-ID");
+  env.session_retention_s = cfg_.session_retention_s;
+  env.session_max_retention_s = cfg_.session_max_retention_s;
   env.serial = next_id_.fetch_add(1);
   env.on_finished = [this] { request_end(); };
   handle_completion(std::move(env), req, res, chat);
+}
+
+void HttpServer::handle_session_delete(const httplib::Request& req, httplib::Response& res) {
+  std::string tenant;
+  if (!authorize(req, res, &tenant)) return;
+  ServingEngine* engine = engine_.load(std::memory_order_acquire);
+  if (!engine) return write_error(res, unavailable("the model is still loading"));
+  const std::string id = req.matches[1].str();
+  // The same 404 for an unknown id and another tenant's: nothing leaks.
+  const Status st = valid_session_id(id) ? engine->end_session(tenant, id)
+                                         : make_error(ErrorCode::kNotFound, "no session");
+  if (!st.is_ok()) {
+    ApiError e;
+    e.status = st.code() == ErrorCode::kUnavailable ? 503 : 404;
+    e.message = st.code() == ErrorCode::kUnavailable ? st.message() : "no session '" + id + "'";
+    e.param = "session_id";
+    return write_error(res, e);
+  }
+  res.set_content(dump_json(json{{"id", id}, {"object", "session"}, {"deleted", true}}), "application/json");
 }
 
 void HttpServer::handle_models(httplib::Response& res) const {
@@ -486,6 +514,9 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     metrics_.lr_blocks_used.set(st.lr_blocks_used);
     metrics_.lr_blocks_cached.set(st.lr_blocks_cached);
     sync_counter(metrics_.lr_fallbacks, st.lr_fallback_requests);
+    live_sessions_.set(st.live_sessions);
+    protected_blocks_.set(st.protected_blocks);
+    sync_counter(protected_hits_, st.protected_hits);
   }
   if (grammars_) {
     const GrammarCacheStats gs = grammars_->stats();

@@ -61,6 +61,10 @@ struct ServerConfig {
   // directory); with API keys, only admin keys may load or unload.
   bool enable_lora_loading = false;
   std::string lora_dir;
+  // Agent sessions: the retention a request gets when it names a session
+  // without session_retention_s, and the most it may ask for (more is a 400).
+  double session_retention_s = 60;
+  double session_max_retention_s = 3600;
   std::set<std::string> admin_api_keys;  // a subset of api_keys' keys
 };
 
@@ -108,6 +112,8 @@ class HttpServer {
   // POST/GET /v1/segments and DELETE /v1/segments/{id} (segments_handler.h).
   void handle_segments(const httplib::Request& req, httplib::Response& res);
   void handle_health(httplib::Response& res) const;
+  // DELETE /v1/sessions/{id}: the tenant's session ends now (404 otherwise).
+  void handle_session_delete(const httplib::Request& req, httplib::Response& res);
   void handle_metrics(httplib::Response& res);
 
   // Requests between acceptance and the end of their response; shutdown()
@@ -148,6 +154,9 @@ class HttpServer {
   Counter& grammar_compilations_;
   Counter& grammar_compile_seconds_;
   Gauge& grammar_last_compile_seconds_;
+  Gauge& live_sessions_;
+  Gauge& protected_blocks_;
+  Counter& protected_hits_;
   std::mutex scrape_mu_;  // counters are brought up to the engine's totals one scrape at a time
 
   std::atomic<uint64_t> next_id_{1};

@@ -364,6 +364,16 @@ MaybeError read_sampling(const json& obj, const RequestLimits& limits, bool chat
   AKV_API_TRY(read_string(obj, "cache_salt", s.cache_salt));
   if (s.cache_salt && s.cache_salt->empty()) return bad_request("cache_salt", "cache_salt must not be empty");
   AKV_API_TRY(read_kv_sharing(obj, s));
+  AKV_API_TRY(read_string(obj, "session_id", s.session_id));
+  if (s.session_id && !valid_session_id(*s.session_id)) {
+    return bad_request("session_id", "session_id must be 1-128 of [A-Za-z0-9._:-]");
+  }
+  if (const json* v = field(obj, "session_retention_s")) {
+    if (!v->is_number() || !(v->get<double>() > 0) || !std::isfinite(v->get<double>())) {
+      return bad_request("session_retention_s", "session_retention_s must be a number of seconds > 0");
+    }
+    s.session_retention_s = v->get<double>();
+  }
   return std::nullopt;
 }
 
@@ -490,6 +500,14 @@ MaybeError read_messages(const json& obj, const RequestLimits& limits, std::vect
 }
 
 }  // namespace
+
+bool valid_session_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == ':' || c == '-';
+  });
+}
 
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body, const RequestLimits& limits) {
   ApiResult<json> doc = parse_json_object(body, limits);

@@ -71,7 +71,14 @@ struct SamplingFields {
   // Types are checked here; names and ranges by the caller and the engine.
   std::optional<std::string> kv_sharing;
   KvSharingParams kv_sharing_params;
+  // Agent session: 1-128 of [A-Za-z0-9._:-]; the X-Session-ID header is the
+  // same (the handler merges them). Retention in seconds, > 0.
+  std::optional<std::string> session_id;
+  std::optional<double> session_retention_s;
 };
+
+// A session id's syntax (body field or X-Session-ID header).
+bool valid_session_id(std::string_view id);
 
 // One prompt of a completions request: text, or token ids.
 struct PromptInput {
