@@ -17,6 +17,10 @@ all fit: during a tool pause the others' prefills evict what is not protected.
 Modes, run one after the other on one server each (--modes):
   nosession   agentkv serve, no session fields
   session     agentkv serve, every request of a task carries session_id
+  llama-server  llama.cpp's server (scripts/setup_bench.sh builds it) on the
+              same GGUF with --jinja (its tool-call support), -np = agents,
+              -c = the token capacity agentkv's --kv-cache-mb gives, and the
+              base model for every role (it cannot load PEFT adapters)
 Reported per mode: completed tasks/s, TTFT after a tool result (p50, p95: the
 first streamed token of the request that follows the pause), prefill tokens
 per turn (prompt - cached), and the cache hit rate (cached / prompt tokens).
@@ -25,6 +29,9 @@ A Markdown table on stdout; --plot writes a bar chart (needs matplotlib).
 """
 import argparse
 import json
+import os
+import socket
+import urllib.request
 import random
 import re
 import statistics
@@ -69,6 +76,33 @@ class Server:
         self.proc.wait()
 
 
+class LlamaServer:
+    def __init__(self, args):
+        bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
+        with socket.socket() as sk:
+            sk.bind(("127.0.0.1", 0))
+            port = sk.getsockname()[1]
+        # The tokens agentkv's pool holds at this budget (22.5 KiB per token in f16).
+        ctx = args.kv_cache_mb * (1 << 20) // 23040 // args.agents * args.agents
+        cmd = [str(bin_dir / "llama-server"), "-m", str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+               "--host", "127.0.0.1", "--port", str(port), "-t", str(args.threads), "-np", str(args.agents),
+               "-c", str(ctx), "--jinja", "--no-webui"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"http://127.0.0.1:{port}/v1"
+        for _ in range(600):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise SystemExit("llama-server did not start (scripts/setup_bench.sh builds it)")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
 def agent(client, args, idx, session, rec, lock):
     rng = random.Random(args.seed * 1000 + idx)
     doc = " ".join(rng.choice(WORDS) for _ in range(args.context_tokens))
@@ -97,9 +131,12 @@ def agent(client, args, idx, session, rec, lock):
             with lock:
                 if after_tool and first is not None:
                     rec["ttft_after_tool"].append(first)
-                rec["prompt"] += usage.prompt_tokens
-                rec["cached"] += usage.prompt_tokens_details.cached_tokens or 0
-                rec["prefill"].append(usage.prompt_tokens - (usage.prompt_tokens_details.cached_tokens or 0))
+                details = usage.prompt_tokens_details if usage else None
+                cached = (details.cached_tokens if details else 0) or 0
+                prompt = usage.prompt_tokens if usage else 0
+                rec["prompt"] += prompt
+                rec["cached"] += cached
+                rec["prefill"].append(prompt - cached)
             after_tool = False
             return text, [calls[i] for i in sorted(calls)]
 
@@ -126,7 +163,10 @@ def agent(client, args, idx, session, rec, lock):
 
 def run_mode(args, mode):
     import openai
-    server = Server(args)
+    peer = mode == "llama-server"
+    server = LlamaServer(args) if peer else Server(args)
+    if peer:
+        args = argparse.Namespace(**{**vars(args), "roles": ["base"] * len(args.roles)})
     try:
         client = openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
         rec = {"tasks": 0, "no_call": 0, "ttft_after_tool": [], "prefill": [], "prompt": 0, "cached": 0}

@@ -41,6 +41,15 @@ Status walk(const json& s, const std::string& where) {
     if (std::string(k) == "multipleOf" && it->is_number_integer() && s.value("type", json()) == "integer") continue;
     return refuse(where, std::string("\"") + k + "\"");
   }
+  // Counts the converter unrolls into grammar rules: a client must not buy
+  // seconds of compilation with one number (maxLength 10^6 took 2.6 s).
+  for (const char* k : {"minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties"}) {
+    auto it = s.find(k);
+    if (it != s.end() && it->is_number() && it->get<double>() > kMaxSchemaCount) {
+      return make_error(ErrorCode::kInvalidArgument, "the schema's \"", k, "\" at ", where.empty() ? "/" : where,
+                        " is over ", kMaxSchemaCount, ", the most served here");
+    }
+  }
   for (const char* k : {"oneOf", "allOf"}) {
     auto it = s.find(k);
     if (it != s.end() && it->is_array() && it->size() > 1) {

@@ -13,7 +13,8 @@
 
 namespace agentkv {
 
-inline constexpr int kMaxSchemaDepth = 64;  // nesting of { and [ in a schema's text
+inline constexpr int kMaxSchemaDepth = 64;    // nesting of { and [ in a schema's text
+inline constexpr int kMaxSchemaCount = 4096;  // minItems, maxLength, ... (the regex repetition cap)
 
 // kInvalidArgument naming the keyword (and its JSON pointer) or the depth.
 Status json_schema_check_supported(std::string_view schema);

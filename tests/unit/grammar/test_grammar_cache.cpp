@@ -144,6 +144,7 @@ TEST(GrammarCache, BadGrammarsAreInvalidArgument) {
            {GrammarKind::kJsonSchema, R"({"type": "number", "multipleOf": 0.5})"},
            {GrammarKind::kJsonSchema, R"({"$ref": "http://example.com/s.json"})"},
            {GrammarKind::kJsonSchema, std::string(100, '[') + std::string(100, ']')},
+           {GrammarKind::kJsonSchema, R"({"type": "string", "maxLength": 1000000})"},
        }) {
     auto g = cache->get(s);
     ASSERT_FALSE(g.is_ok()) << s.text.substr(0, 60);
