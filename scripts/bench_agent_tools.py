@@ -59,7 +59,7 @@ class Server:
     def __init__(self, args):
         cmd = [str(ROOT / "build/agentkv"), "serve", "--host", "127.0.0.1", "--port", "0", "--threads",
                str(args.threads), "--kv-cache-mb", str(args.kv_cache_mb), "--kv-sharing", args.kv_sharing,
-               "--max-model-len", "8192", "--served-model-name", "base"]
+               "--max-model-len", "8192", "--served-model-name", "base", "--lr-cache-rank", "0"]
         for r in args.roles:
             cmd += ["--adapter", f"{r}={ROOT / 'tools/lragent/adapters' / r}"]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=ROOT)
@@ -141,7 +141,9 @@ def agent(client, args, idx, session, rec, lock):
             return text, [calls[i] for i in sorted(calls)]
 
         for rnd in range(args.rounds):
-            thought, _ = call(args.roles[0])
+            # Every request lists the tool (as agent frameworks do), so the
+            # rendered system turn, and with it the cached prefix, is the same.
+            thought, _ = call(args.roles[0], tools=[TOOL], tool_choice="none")
             messages.append({"role": "assistant", "content": thought or "Let me look it up."})
             _, calls = call(args.roles[1 % len(args.roles)], max_tokens=96, tools=[TOOL], tool_choice="required",
                             parallel_tool_calls=False)
@@ -157,6 +159,8 @@ def agent(client, args, idx, session, rec, lock):
                              "content": json.dumps({"result": " ".join(rng.choice(WORDS) for _ in range(12))})})
             after_tool = True
         answer, _ = call(args.roles[-1], tools=[TOOL], tool_choice="none")
+        if session:  # the task is done: its blocks need no protection any more
+            client.delete(f"/sessions/{extra['session_id']}", cast_to=object)
         with lock:
             rec["tasks"] += 1
 
