@@ -30,6 +30,17 @@ void run(KvManager& kv, RequestId id, const std::vector<int32_t>& t, const std::
   kv.free(id);
 }
 
+// Request `id` adopts the cached prefix of `t` (its full blocks) and one
+// token more: a later turn that reads an earlier one's blocks. Returns the
+// blocks adopted.
+int32_t read_prefix(KvManager& kv, RequestId id, const std::vector<int32_t>& t) {
+  std::vector<int32_t> longer = t;
+  longer.push_back(7);
+  const KvBlocks hit = kv.get_computed_blocks(longer, ExtraKeys{});
+  EXPECT_TRUE(kv.allocate_slots(id, 1, hit).is_ok());
+  return hit.n_blocks();
+}
+
 int32_t cached_prefix_tokens(const KvManager& kv, const std::vector<int32_t>& t) {
   std::vector<int32_t> probe = t;
   probe.push_back(-1);  // lookups leave the last token to compute
@@ -59,11 +70,7 @@ TEST(SessionTable, HitsOnProtectedBlocksAreCounted) {
   KvManager kv(8, kBs);
   const auto a = tokens(100, 8);
   run(kv, 1, a, "s1");
-  std::vector<int32_t> longer = a;
-  longer.push_back(7);
-  const KvBlocks hit = kv.get_computed_blocks(longer, ExtraKeys{});
-  ASSERT_EQ(hit.n_blocks(), 2);
-  ASSERT_TRUE(kv.allocate_slots(2, 1, hit).is_ok());
+  ASSERT_EQ(read_prefix(kv, 2, a), 2);
   EXPECT_EQ(kv.pool().protected_hits(), 2);
   kv.free(2);
 }
@@ -112,10 +119,7 @@ TEST(SessionTable, BlocksSharedByTwoSessionsStayProtectedUntilBoth) {
   KvManager kv(8, kBs);
   const auto a = tokens(100, 8);
   run(kv, 1, a, "s1");
-  std::vector<int32_t> longer = a;
-  longer.push_back(7);
-  const KvBlocks hit = kv.get_computed_blocks(longer, ExtraKeys{});  // s2 reads s1's blocks
-  ASSERT_TRUE(kv.allocate_slots(2, 1, hit).is_ok());
+  ASSERT_EQ(read_prefix(kv, 2, a), 2);  // s2 reads s1's blocks
   kv.keep_for_session(2, "s2", 0, 100);
   kv.free(2);
   EXPECT_EQ(kv.pool().n_protected(), 2);
