@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/json_field.h"
+
 namespace agentkv::server {
 namespace {
 
@@ -18,16 +20,6 @@ struct Ordered {
     return *doc;
   }
 };
-
-const json* field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-ApiError wrong_type(const std::string& param, const char* expected) {
-  return bad_request(param, param + " must be " + expected);
-}
 
 bool valid_tool_name(const std::string& n) {
   if (n.empty() || n.size() > 64) return false;
@@ -54,7 +46,7 @@ MaybeError set_grammar(GuidedFields& out, const char* param, GrammarKind kind, s
 MaybeError read_response_format(const json& obj, Ordered& ordered, GuidedFields& out) {
   const json* rf = field(obj, "response_format");
   if (!rf) return std::nullopt;
-  if (!rf->is_object()) return wrong_type("response_format", "an object");
+  if (!rf->is_object()) return wrong_type("response_format", "an object", *rf);
   const json* type = field(*rf, "type");
   if (!type || !type->is_string()) return bad_request("response_format.type", "response_format.type is required");
   const std::string t = type->get<std::string>();
@@ -67,14 +59,14 @@ MaybeError read_response_format(const json& obj, Ordered& ordered, GuidedFields&
   const json* js = field(*rf, "json_schema");
   if (!js || !js->is_object()) return bad_request("response_format.json_schema", "response_format.json_schema (an object) is required");
   const json* name = field(*js, "name");
-  if (name && !name->is_string()) return wrong_type("response_format.json_schema.name", "a string");
+  if (name && !name->is_string()) return wrong_type("response_format.json_schema.name", "a string", *name);
   const json* strict = field(*js, "strict");
   // strict or not, the schema is enforced in full (xgrammar's strict mode:
   // no properties beyond those the schema names unless it allows them).
-  if (strict && !strict->is_boolean()) return wrong_type("response_format.json_schema.strict", "a boolean");
+  if (strict && !strict->is_boolean()) return wrong_type("response_format.json_schema.strict", "a boolean", *strict);
   const json* schema = field(*js, "schema");
   if (!schema) return set_grammar(out, "response_format", GrammarKind::kJsonObject, "");
-  if (!schema->is_object() && !schema->is_boolean()) return wrong_type("response_format.json_schema.schema", "an object");
+  if (!schema->is_object() && !schema->is_boolean()) return wrong_type("response_format.json_schema.schema", "an object", *schema);
   return set_grammar(out, "response_format", GrammarKind::kJsonSchema,
                      ordered.get()["response_format"]["json_schema"]["schema"].dump());
 }
@@ -86,15 +78,15 @@ MaybeError read_vllm_guided(const json& obj, Ordered& ordered, GuidedFields& out
     } else if (v->is_object()) {
       AKV_API_TRY(set_grammar(out, "guided_json", GrammarKind::kJsonSchema, ordered.get()["guided_json"].dump()));
     } else {
-      return wrong_type("guided_json", "an object or a string");
+      return wrong_type("guided_json", "an object or a string", *v);
     }
   }
   if (const json* v = field(obj, "guided_regex")) {
-    if (!v->is_string()) return wrong_type("guided_regex", "a string");
+    if (!v->is_string()) return wrong_type("guided_regex", "a string", *v);
     AKV_API_TRY(set_grammar(out, "guided_regex", GrammarKind::kRegex, v->get<std::string>()));
   }
   if (const json* v = field(obj, "guided_choice")) {
-    if (!v->is_array() || v->empty()) return wrong_type("guided_choice", "a non-empty array of strings");
+    if (!v->is_array() || v->empty()) return wrong_type("guided_choice", "a non-empty array of strings", *v);
     if (v->size() > static_cast<size_t>(kMaxGuidedChoices)) {
       return bad_request("guided_choice", "at most " + std::to_string(kMaxGuidedChoices) + " choices");
     }
@@ -102,14 +94,14 @@ MaybeError read_vllm_guided(const json& obj, Ordered& ordered, GuidedFields& out
     for (size_t i = 0; i < v->size(); ++i) {
       const json& c = (*v)[i];
       if (!c.is_string() || c.get<std::string>().empty()) {
-        return wrong_type("guided_choice[" + std::to_string(i) + "]", "a non-empty string");
+        return wrong_type("guided_choice[" + std::to_string(i) + "]", "a non-empty string", c);
       }
       rule += (i ? " | " : "") + ebnf_literal(c.get<std::string>());
     }
     AKV_API_TRY(set_grammar(out, "guided_choice", GrammarKind::kEbnf, rule));
   }
   if (const json* v = field(obj, "guided_grammar")) {
-    if (!v->is_string()) return wrong_type("guided_grammar", "a string (EBNF/GBNF with a root rule)");
+    if (!v->is_string()) return wrong_type("guided_grammar", "a string (EBNF/GBNF with a root rule)", *v);
     AKV_API_TRY(set_grammar(out, "guided_grammar", GrammarKind::kEbnf, v->get<std::string>()));
   }
   // Fields of vLLM's guided decoding that we do not honour: a 400, not a no-op.
@@ -127,14 +119,14 @@ MaybeError read_vllm_guided(const json& obj, Ordered& ordered, GuidedFields& out
 MaybeError read_tools(const json& obj, Ordered& ordered, GuidedFields& out) {
   const json* tools = field(obj, "tools");
   if (!tools) return std::nullopt;
-  if (!tools->is_array()) return wrong_type("tools", "an array");
+  if (!tools->is_array()) return wrong_type("tools", "an array", *tools);
   if (tools->size() > static_cast<size_t>(kMaxTools)) {
     return bad_request("tools", "at most " + std::to_string(kMaxTools) + " tools");
   }
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string p = "tools[" + std::to_string(i) + "]";
     const json& t = (*tools)[i];
-    if (!t.is_object()) return wrong_type(p, "an object");
+    if (!t.is_object()) return wrong_type(p, "an object", t);
     const json* type = field(t, "type");
     if (!type || *type != "function") return bad_request(p + ".type", p + ".type must be \"function\"");
     const json* fn = field(t, "function");
@@ -149,15 +141,15 @@ MaybeError read_tools(const json& obj, Ordered& ordered, GuidedFields& out) {
       if (other.name == d.name) return bad_request(p + ".function.name", "two tools are named '" + d.name + "'");
     }
     if (const json* desc = field(*fn, "description")) {
-      if (!desc->is_string()) return wrong_type(p + ".function.description", "a string");
+      if (!desc->is_string()) return wrong_type(p + ".function.description", "a string", *desc);
       d.description = desc->get<std::string>();
     }
     if (const json* params = field(*fn, "parameters")) {
-      if (!params->is_object()) return wrong_type(p + ".function.parameters", "an object (a JSON Schema)");
+      if (!params->is_object()) return wrong_type(p + ".function.parameters", "an object (a JSON Schema)", *params);
       d.parameters = ordered.get()["tools"][i]["function"]["parameters"];
     }
     if (const json* strict = field(*fn, "strict"); strict && !strict->is_boolean()) {
-      return wrong_type(p + ".function.strict", "a boolean");
+      return wrong_type(p + ".function.strict", "a boolean", *strict);
     }
     out.tools.push_back(std::move(d));
   }
@@ -185,7 +177,7 @@ MaybeError read_tool_choice(const json& obj, GuidedFields& out) {
     out.tool_choice = ToolChoice::kNamed;
     out.tool_name = name->get<std::string>();
   } else if (tc) {
-    return wrong_type("tool_choice", "a string or an object");
+    return wrong_type("tool_choice", "a string or an object", *tc);
   }
   if (out.tool_choice != ToolChoice::kNone && out.tools.empty() && tc) {
     return bad_request("tool_choice", "tool_choice " + (tc->is_string() ? tc->get<std::string>() : std::string("function")) +
@@ -196,7 +188,7 @@ MaybeError read_tool_choice(const json& obj, GuidedFields& out) {
     return bad_request("tool_choice.function.name", "tool_choice names '" + out.tool_name + "', which is not in tools");
   }
   if (const json* v = field(obj, "parallel_tool_calls")) {
-    if (!v->is_boolean()) return wrong_type("parallel_tool_calls", "a boolean");
+    if (!v->is_boolean()) return wrong_type("parallel_tool_calls", "a boolean", *v);
     out.parallel_tool_calls = v->get<bool>();
   }
   if (out.grammar && (out.tool_choice == ToolChoice::kRequired || out.tool_choice == ToolChoice::kNamed ||
@@ -225,14 +217,14 @@ MaybeError read_guided(const json& obj, std::string_view body, bool chat, Guided
 }
 
 MaybeError read_tool_calls(const json& v, const std::string& param, std::vector<ToolCall>& out) {
-  if (!v.is_array()) return wrong_type(param, "an array");
+  if (!v.is_array()) return wrong_type(param, "an array", v);
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = param + "[" + std::to_string(i) + "]";
     const json& c = v[i];
-    if (!c.is_object()) return wrong_type(p, "an object");
+    if (!c.is_object()) return wrong_type(p, "an object", c);
     ToolCall call;
     if (const json* id = field(c, "id")) {
-      if (!id->is_string()) return wrong_type(p + ".id", "a string");
+      if (!id->is_string()) return wrong_type(p + ".id", "a string", *id);
       call.id = id->get<std::string>();
     }
     const json* fn = field(c, "function");
@@ -241,7 +233,7 @@ MaybeError read_tool_calls(const json& v, const std::string& param, std::vector<
     if (!name || !name->is_string()) return bad_request(p + ".function.name", p + ".function.name is required");
     call.name = name->get<std::string>();
     if (const json* args = field(*fn, "arguments")) {
-      if (!args->is_string()) return wrong_type(p + ".function.arguments", "a string (JSON text)");
+      if (!args->is_string()) return wrong_type(p + ".function.arguments", "a string (JSON text)", *args);
       call.arguments = args->get<std::string>();
     }
     out.push_back(std::move(call));

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/json_field.h"
+
 namespace agentkv::server {
 namespace {
 
@@ -88,27 +90,6 @@ ApiResult<json> parse_json_object(std::string_view body, const RequestLimits& li
 }
 
 namespace {
-
-// Null counts as absent, as OpenAI's clients send explicit nulls.
-const json* field(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::string type_name(const json& v) {
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number_float()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(const std::string& param, const char* expected, const json& got) {
-  return bad_request(param, param + " must be " + expected + ", got " + type_name(got));
-}
 
 MaybeError read_string(const json& obj, const char* key, std::optional<std::string>& out) {
   const json* v = field(obj, key);
