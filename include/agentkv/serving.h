@@ -165,8 +165,8 @@ struct ServingOptions {
   // Frozen segments are evicted, least hit first, when an allocation would
   // put the used KV blocks (frozen ones included) above this fraction of the pool.
   double segment_watermark = 0.9;
-  // Agent sessions protect at most this share of the KV pool; past it the
-  // least recently used sessions lose their protection first.
+  // Agent sessions protect at most this share of the KV pool, granted in
+  // order (session_table.h).
   double session_share = 0.5;
   // RelayCaching captures (KV components: the hidden state entering the
   // relay's l_start and the influence score of every token): "on-request"

@@ -362,7 +362,7 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--session-share", e.session_share,
                   "agent sessions (session_id / X-Session-ID) protect at most this fraction of the KV pool from "
-                  "eviction; past it the least recently used sessions lose their protection first")
+                  "eviction, granted in order: past it, new blocks stay ordinary until an earlier session ends or expires")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--session-retention-s", a->server.session_retention_s,

@@ -285,10 +285,10 @@ void KvManager::free(RequestId id) {
   reqs_.erase(it);
 }
 
-void KvManager::keep_for_session(RequestId id, const std::string& key, double now, double expires) {
+void KvManager::keep_for_session(RequestId id, const std::string& key, double expires) {
   auto it = reqs_.find(id);
   if (it == reqs_.end()) return;
-  sessions_.keep(key, it->second.canonical, now, expires);
+  sessions_.keep(key, it->second.canonical, expires);
 }
 
 const std::vector<int32_t>& KvManager::block_table(RequestId id) const {

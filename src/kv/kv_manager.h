@@ -147,7 +147,7 @@ class KvManager {
   // Agent sessions (session_table.h): call before free(id) of a finished
   // request of session `key` (already scoped to its tenant) to protect the
   // blocks it wrote or read until `expires`.
-  void keep_for_session(RequestId id, const std::string& key, double now, double expires);
+  void keep_for_session(RequestId id, const std::string& key, double expires);
   SessionTable& sessions() { return sessions_; }
   const SessionTable& sessions() const { return sessions_; }
   // Allocations that would take used blocks (frozen ones included) above

@@ -5,17 +5,21 @@
 
 namespace agentkv {
 
-void SessionTable::keep(const std::string& key, const std::vector<BlockRef>& blocks, double now, double expires) {
+void SessionTable::keep(const std::string& key, const std::vector<BlockRef>& blocks, double expires) {
   Session& s = sessions_[key];
-  s.last_used = now;
   s.expires = std::max(s.expires, expires);
   next_expiry_ = std::min(next_expiry_ == 0 ? s.expires : next_expiry_, s.expires);
+  const auto cap = static_cast<int32_t>(share_ * pool_.n_blocks());
   for (const BlockRef& b : blocks) {
-    if (!pool_.is_current(b) || !s.ids.insert(b.id).second) continue;
+    if (!pool_.is_current(b)) break;  // the chain is broken here: later blocks cannot be hit
+    if (s.ids.count(b.id) != 0) continue;
+    // Past the share a block no session protects yet stays ordinary, and so
+    // do the ones after it (a prefix hit needs the chain from the first).
+    if (pool_.meta(b.id).protect == 0 && pool_.n_protected() >= cap) break;
+    s.ids.insert(b.id);
     pool_.protect(b.id);
     s.blocks.push_back(b);
   }
-  enforce_share(key);
 }
 
 bool SessionTable::end(const std::string& key) {
@@ -47,33 +51,6 @@ void SessionTable::release(Session& s) {
   }
   s.blocks.clear();
   s.ids.clear();
-}
-
-void SessionTable::enforce_share(const std::string& keep_key) {
-  const auto cap = static_cast<int32_t>(share_ * pool_.n_blocks());
-  while (pool_.n_protected() > cap) {
-    // The least recently used session that still protects something; the
-    // one just renewed goes last.
-    Session* oldest = nullptr;
-    for (auto& [k, s] : sessions_) {
-      if (s.blocks.empty() || k == keep_key) continue;
-      if (oldest == nullptr || s.last_used < oldest->last_used) oldest = &s;
-    }
-    if (oldest == nullptr) oldest = &sessions_[keep_key];
-    if (oldest->blocks.empty()) return;
-    if (oldest == &sessions_[keep_key]) {
-      // The renewed session alone is over the share: keep its head (a
-      // prefix hit needs the chain from the first block), drop its tail.
-      while (pool_.n_protected() > cap && !oldest->blocks.empty()) {
-        const BlockRef b = oldest->blocks.back();
-        oldest->blocks.pop_back();
-        oldest->ids.erase(b.id);
-        if (pool_.is_current(b)) pool_.unprotect(b.id);
-      }
-      return;
-    }
-    release(*oldest);
-  }
 }
 
 }  // namespace agentkv

@@ -2,11 +2,14 @@
 // a tool call keeps its cached trajectory. A session protects the blocks its
 // requests wrote or read, whichever adapter ran them, so a team sharing one
 // trajectory keeps the one copy. Protected blocks are evicted only after
-// every unprotected one (BlockPool's second LRU); at most `share` of the
-// pool is protected, and past it the least recently used sessions lose their
-// protection first. An expired or ended session's blocks become ordinary
-// cached blocks. Pure bookkeeping over a BlockPool: no tensors, no clocks
-// (the caller passes `now`).
+// every unprotected one (BlockPool's second LRU). At most `share` of the
+// pool is protected (the rest is for running requests), granted in order: once it is full, blocks not yet protected stay ordinary until an
+// earlier session ends or expires, while the sessions that hold protection
+// keep it. (Dropping the least recently used session instead would
+// unprotect the agent paused longest, the one likely to come back first:
+// LRU's worst case on cyclic agent loads.) An expired or ended session's
+// blocks become ordinary cached blocks. Pure bookkeeping over a BlockPool:
+// no tensors, no clocks (the caller passes the times).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,12 @@
 
 namespace agentkv {
 
+// A session's key in the table: its id scoped to the tenant, length-prefixed
+// so that no (tenant, id) pair aliases another.
+inline std::string session_key(const std::string& tenant, const std::string& id) {
+  return std::to_string(tenant.size()) + ':' + tenant + id;
+}
+
 class SessionTable {
  public:
   explicit SessionTable(BlockPool& pool) : pool_(pool) {}
@@ -27,9 +36,9 @@ class SessionTable {
   double share() const { return share_; }
 
   // A request of session `key` finished holding `blocks` (its canonical
-  // blocks, position order): protect them until `expires` (seconds on the
-  // caller's clock) and renew the session.
-  void keep(const std::string& key, const std::vector<BlockRef>& blocks, double now, double expires);
+  // blocks, position order): protect them, as far as the share allows,
+  // until `expires` (seconds on the caller's clock), and renew the session.
+  void keep(const std::string& key, const std::vector<BlockRef>& blocks, double expires);
   // DELETE: protection released now. False for an unknown key.
   bool end(const std::string& key);
   // Ends the sessions whose time is up; cheap when none is.
@@ -43,11 +52,8 @@ class SessionTable {
     std::vector<BlockRef> blocks;      // protected by this session
     std::unordered_set<int32_t> ids;   // their ids, to add each once
     double expires = 0;
-    double last_used = 0;
   };
   void release(Session& s);
-  // Past the share: the least recently used sessions lose their protection.
-  void enforce_share(const std::string& keep_key);
 
   BlockPool& pool_;
   double share_ = 0.5;

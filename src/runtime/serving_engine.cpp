@@ -634,8 +634,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   l.sink(std::move(ev));
   release_defer(l);
   if (!l.session_key.empty()) {
-    const double now = clock_seconds();
-    kv_->keep_for_session(id, l.session_key, now, now + l.session_retention_s);
+    kv_->keep_for_session(id, l.session_key, clock_seconds() + l.session_retention_s);
   }
   sched_->finish(id);
   live_.erase(it);
@@ -671,7 +670,7 @@ std::vector<ServedModel> ServingEngineImpl::models() const {
 }
 
 Status ServingEngineImpl::end_session(const std::string& tenant, const std::string& id) {
-  const std::string key = std::to_string(tenant.size()) + ':' + tenant + id;
+  const std::string key = session_key(tenant, id);
   bool found = false;
   AKV_RETURN_IF_ERROR(run_on_engine([&] {
     found = kv_->sessions().end(key);

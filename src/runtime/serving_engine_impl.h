@@ -123,7 +123,7 @@ struct Live {
         kv_probe(r.kv_probe), forced(r.forced_tokens) {
     if (r.constraint) matcher = r.constraint->matcher();
     if (!r.session_id.empty()) {
-      session_key = std::to_string(r.tenant.size()) + ':' + r.tenant + r.session_id;  // length-prefixed: no aliasing
+      session_key = agentkv::session_key(r.tenant, r.session_id);
       session_retention_s = r.session_retention_s;
     }
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt

@@ -1,7 +1,7 @@
 // Agent sessions over the KV manager: protected blocks are evicted after
-// every unprotected one, the share caps them (least recently used session
-// first), and an expired or ended session's blocks become ordinary cached
-// blocks.
+// every unprotected one, the share caps them (granted in order: sessions
+// that hold protection keep it), and an expired or ended session's blocks
+// become ordinary cached blocks.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -23,10 +23,10 @@ std::vector<int32_t> tokens(int32_t first, int32_t n) {
 // Runs a request over `t` (all full blocks computed and committed), then,
 // with a session key, keeps its blocks, and frees it.
 void run(KvManager& kv, RequestId id, const std::vector<int32_t>& t, const std::string& session = "",
-         double now = 0, double expires = 100) {
+         double expires = 100) {
   ASSERT_TRUE(kv.allocate_slots(id, static_cast<int32_t>(t.size())).is_ok());
   kv.commit_full_blocks(id, t, ExtraKeys{});
-  if (!session.empty()) kv.keep_for_session(id, session, now, expires);
+  if (!session.empty()) kv.keep_for_session(id, session, expires);
   kv.free(id);
 }
 
@@ -78,8 +78,8 @@ TEST(SessionTable, HitsOnProtectedBlocksAreCounted) {
 TEST(SessionTable, ExpiryAndEndMakeBlocksOrdinary) {
   KvManager kv(8, kBs);
   const auto a = tokens(100, 8), b = tokens(200, 8);
-  run(kv, 1, a, "s1", /*now=*/0, /*expires=*/10);
-  run(kv, 2, b, "s2", /*now=*/0, /*expires=*/50);
+  run(kv, 1, a, "s1", /*expires=*/10);
+  run(kv, 2, b, "s2", /*expires=*/50);
   kv.sessions().expire(5);
   EXPECT_EQ(kv.sessions().n_live(), 2);
   kv.sessions().expire(10);
@@ -92,21 +92,31 @@ TEST(SessionTable, ExpiryAndEndMakeBlocksOrdinary) {
   EXPECT_EQ(cached_prefix_tokens(kv, b), 8);
 }
 
-TEST(SessionTable, ShareCapsProtectionLeastRecentlyUsedFirst) {
+TEST(SessionTable, ShareIsGrantedInOrder) {
   KvManager kv(8, kBs);
   kv.sessions().set_share(0.5);  // 4 blocks
   const auto a = tokens(100, 8), b = tokens(200, 8), c = tokens(300, 8);
-  run(kv, 1, a, "old", /*now=*/1);
-  run(kv, 2, b, "mid", /*now=*/2);
+  run(kv, 1, a, "first");
+  run(kv, 2, b, "second");
   EXPECT_EQ(kv.pool().n_protected(), 4);
-  run(kv, 3, c, "new", /*now=*/3);  // over the share: "old" loses its protection
+  run(kv, 3, c, "third");  // the share is full: "third" gets none, the others keep theirs
   EXPECT_EQ(kv.pool().n_protected(), 4);
   ASSERT_TRUE(kv.allocate_slots(4, 2 * kBs).is_ok());  // 2 free blocks were left; takes them
-  ASSERT_TRUE(kv.allocate_slots(5, 2 * kBs).is_ok());  // evicts the unprotected ones: old's
-  EXPECT_EQ(cached_prefix_tokens(kv, a), 0);
+  ASSERT_TRUE(kv.allocate_slots(5, 2 * kBs).is_ok());  // evicts the unprotected ones: third's
+  EXPECT_EQ(cached_prefix_tokens(kv, a), 8);
   EXPECT_EQ(cached_prefix_tokens(kv, b), 8);
+  EXPECT_EQ(cached_prefix_tokens(kv, c), 0);
+  kv.free(4);
+  kv.free(5);
+  // An ended session makes room for the next one.
+  EXPECT_TRUE(kv.sessions().end("first"));
+  run(kv, 6, c, "third");
+  EXPECT_EQ(kv.pool().n_protected(), 4);
+  ASSERT_TRUE(kv.allocate_slots(7, 4 * kBs).is_ok());  // 2 free + first's 2, now ordinary
+  EXPECT_EQ(cached_prefix_tokens(kv, a), 0);
   EXPECT_EQ(cached_prefix_tokens(kv, c), 8);
-  // One session alone over the share keeps its head.
+  // A session that outgrows the share keeps its head: a prefix hit needs
+  // the chain from the first block.
   KvManager small(8, kBs);
   small.sessions().set_share(0.25);  // 2 blocks
   run(small, 1, tokens(100, 16), "big");
@@ -120,7 +130,7 @@ TEST(SessionTable, BlocksSharedByTwoSessionsStayProtectedUntilBoth) {
   const auto a = tokens(100, 8);
   run(kv, 1, a, "s1");
   ASSERT_EQ(read_prefix(kv, 2, a), 2);  // s2 reads s1's blocks
-  kv.keep_for_session(2, "s2", 0, 100);
+  kv.keep_for_session(2, "s2", 100);
   kv.free(2);
   EXPECT_EQ(kv.pool().n_protected(), 2);
   EXPECT_TRUE(kv.sessions().end("s1"));
