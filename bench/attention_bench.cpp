@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/backend.h"
+#include "util/stats.h"
 
 using namespace agentkv;
 
@@ -35,11 +36,6 @@ double thread_cpu_s() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

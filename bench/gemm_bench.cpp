@@ -31,6 +31,7 @@
 #include "backend/cpu/dot_tile.h"
 #include "backend/cpu/gemm.h"
 #include "util/thread_pool.h"
+#include "util/stats.h"
 
 using namespace agentkv;
 using namespace agentkv::cpu;
@@ -62,12 +63,6 @@ std::string loadavg() {
   std::string a, b, c;
   f >> a >> b >> c;
   return a + " " + b + " " + c;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Splits n over the pool in chunks that are multiples of 16 columns.

@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/kv_convert.h"
+#include "util/stats.h"
 
 using namespace agentkv;
 
@@ -34,11 +35,6 @@ struct Scenario {
   int32_t kv_len;
   std::vector<int32_t> rows;  // query positions (one sequence)
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::vector<int32_t> iota_from(int32_t from, int32_t n) {
   std::vector<int32_t> v(n);

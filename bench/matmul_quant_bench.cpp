@@ -31,6 +31,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/backend.h"
+#include "util/stats.h"
 
 using namespace agentkv;
 
@@ -55,12 +56,6 @@ std::string loadavg() {
   std::string a, b, c;
   f >> a >> b >> c;
   return a + " " + b + " " + c;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Random blocks with well-scaled f16 scales (and q4_1 mins) at the front of

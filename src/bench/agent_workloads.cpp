@@ -13,6 +13,7 @@
 #include "agentkv/serving.h"
 #include "runtime/loaded_model.h"
 #include "tokenizer/tokenizer.h"
+#include "util/stats.h"
 
 namespace agentkv {
 
@@ -21,7 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using bench::Done;
 using bench::first_error;
-using bench::median;
 using bench::random_prompt;
 using bench::request;
 using bench::run_together;

@@ -13,6 +13,7 @@
 #include "runtime/loaded_model.h"
 #include "runtime/runner.h"
 #include "util/file_id.h"
+#include "util/stats.h"
 
 namespace agentkv {
 
@@ -22,20 +23,7 @@ namespace {
 double mean_kl(const std::vector<float>& p_logits, const std::vector<float>& q_logits, int64_t vocab) {
   const int64_t rows = static_cast<int64_t>(p_logits.size()) / vocab;
   double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* a = &p_logits[r * vocab];
-    const float* b = &q_logits[r * vocab];
-    const double ma = *std::max_element(a, a + vocab), mb = *std::max_element(b, b + vocab);
-    double za = 0, zb = 0;
-    for (int64_t i = 0; i < vocab; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
-    const double la = ma + std::log(za), lb = mb + std::log(zb);
-    double kl = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const double lp = a[i] - la;
-      kl += std::exp(lp) * (lp - (b[i] - lb));
-    }
-    total += std::max(0.0, kl);
-  }
+  for (int64_t r = 0; r < rows; ++r) total += kl_divergence(&p_logits[r * vocab], &q_logits[r * vocab], vocab);
   return rows > 0 ? total / double(rows) : 0;
 }
 

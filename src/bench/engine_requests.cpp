@@ -1,4 +1,5 @@
 #include "bench/engine_requests.h"
+#include "util/stats.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,12 +12,6 @@ namespace agentkv::bench {
 namespace {
 using Clock = std::chrono::steady_clock;
 }  // namespace
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 std::vector<Done> run_together(ServingEngine& eng, std::vector<ServeRequest> reqs) {
   std::mutex mu;

@@ -34,6 +34,4 @@ std::vector<int32_t> random_prompt(int32_t n, int32_t n_vocab, uint64_t seed);
 
 Status first_error(const std::vector<Done>& v);
 
-double median(std::vector<double> v);
-
 }  // namespace agentkv::bench

@@ -8,6 +8,7 @@
 
 #include "agentkv/serving.h"
 #include "tokenizer/tokenizer.h"
+#include "util/stats.h"
 
 namespace agentkv {
 
@@ -68,23 +69,6 @@ std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r') c = ' ';
   return '"' + s + '"';
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// KL(p || q) of two log-distributions, in nats.
-double kl(const std::vector<float>& lp, const std::vector<float>& lq) {
-  double s = 0;
-  for (size_t i = 0; i < lp.size() && i < lq.size(); ++i) {
-    const double p = std::exp(double{lp[i]});
-    if (p > 0) s += p * (double{lp[i]} - double{lq[i]});
-  }
-  return std::max(s, 0.0);
 }
 
 struct Acc {
@@ -255,7 +239,8 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
       double sum_kl = 0;
       const size_t n = std::min(ref.lps.size(), forced.lps.size());
       for (size_t j = 0; j < n; ++j) {
-        sum_kl += kl(ref.lps[j], forced.lps[j]);
+        sum_kl += kl_divergence(ref.lps[j].data(), forced.lps[j].data(),
+                                static_cast<int64_t>(std::min(ref.lps[j].size(), forced.lps[j].size())));
         const auto& q = forced.lps[j];
         const int32_t top = static_cast<int32_t>(std::max_element(q.begin(), q.end()) - q.begin());
         a.top1 += top == ref.tokens[j];

@@ -5,6 +5,7 @@
 
 #include "bench/relay_chain_engine.h"
 #include "bench/task_text.h"
+#include "util/stats.h"
 
 namespace agentkv {
 
@@ -46,8 +47,8 @@ Result<std::vector<CaptureOverheadRow>> run_capture_overhead(const RelayBenchOpt
   for (size_t i = 0; i < c.contexts.size(); ++i) {
     CaptureOverheadRow row;
     row.context = c.contexts[i];
-    row.plain_ms = chain_median(plain[i]);
-    row.capture_ms = chain_median(captured[i]);
+    row.plain_ms = median(plain[i]);
+    row.capture_ms = median(captured[i]);
     row.overhead = row.plain_ms > 0 ? row.capture_ms / row.plain_ms - 1 : 0;
     rows.push_back(row);
   }

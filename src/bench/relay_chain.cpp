@@ -10,6 +10,7 @@
 #include "bench/relay_chain_engine.h"
 #include "bench/relay_chain_prompt.h"
 #include "tokenizer/tokenizer.h"
+#include "util/stats.h"
 
 namespace agentkv {
 
@@ -112,11 +113,11 @@ ChainCell make_cell(const std::string& label, int32_t point, const std::vector<c
     reuse.push_back(r->reuse_rate);
     cached.push_back(r->cached_tokens);
   }
-  cell.prompt_tokens = static_cast<int32_t>(chain_median(prompt));
-  cell.ttft_s = chain_median(ttft);
-  cell.reused_tokens = chain_median(reused);
-  cell.reuse_rate = chain_median(reuse);
-  cell.cached_tokens = chain_median(cached);
+  cell.prompt_tokens = static_cast<int32_t>(median(prompt));
+  cell.ttft_s = median(ttft);
+  cell.reused_tokens = median(reused);
+  cell.reuse_rate = median(reuse);
+  cell.cached_tokens = median(cached);
   return cell;
 }
 

@@ -6,6 +6,7 @@
 
 #include "format/gguf.h"
 #include "model/model_spec.h"
+#include "util/stats.h"
 
 namespace agentkv {
 
@@ -89,13 +90,6 @@ Result<ChainAgentRun> chain_run_agent(ServingEngine& e, ServeRequest req, int32_
 double chain_reuse_rate(int64_t prefill_token_layers, int64_t prompt_tokens, int32_t n_layers) {
   const double dense = double(prompt_tokens) * double(n_layers);
   return dense > 0 ? 1.0 - double(prefill_token_layers) / dense : 0.0;
-}
-
-double chain_median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 size_t chain_none_index(const RelayBenchOptions& o) {

@@ -32,8 +32,6 @@ Result<ChainAgentRun> chain_run_agent(ServingEngine& e, ServeRequest req, int32_
 // 1 - prefill_token_layers / (prompt_tokens x n_layers); 0 for an empty prompt.
 double chain_reuse_rate(int64_t prefill_token_layers, int64_t prompt_tokens, int32_t n_layers);
 
-double chain_median(std::vector<double> v);
-
 // "none"'s index in o.schemes (relay_engine_create checked it is there).
 size_t chain_none_index(const RelayBenchOptions& o);
 

@@ -11,6 +11,7 @@
 
 #include "bench/agent_workloads.h"
 #include "bench/engine_requests.h"
+#include "util/stats.h"
 #include "bench/lragent_trace.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -90,7 +91,7 @@ void print_lragent_trace(const std::vector<LragentTraceResult>& rs, const std::v
       a.push_back(r.ttft_sum_s), b.push_back(r.throughput()), c.push_back(double(r.peak_kv_bytes) / (1 << 20));
       d.push_back(double(r.computed_rows));
     }
-    return Med{bench::median(a), bench::median(b), bench::median(c), bench::median(d)};
+    return Med{median(a), median(b), median(c), median(d)};
   };
   // Without a `none` run there is nothing to divide by: "-", not 0.00x.
   auto ratio = [](double num, double den) {

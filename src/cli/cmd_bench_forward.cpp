@@ -27,6 +27,7 @@
 #include "model/loader.h"
 #include "model/model_spec.h"
 #include "runtime/runner.h"
+#include "util/stats.h"
 
 namespace agentkv::cli {
 
@@ -43,11 +44,6 @@ struct BenchArgs {
   int paired_rank = 0;   // > 0: the paired decode benchmark instead
   int paired_steps = 20; // timed steps of each kind per round
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
   std::mt19937 rng(seed);
