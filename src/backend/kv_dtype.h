@@ -25,6 +25,12 @@ inline const char* kv_dtype_name(KvDType t) {
   return "?";
 }
 
+// dst[0..n) = the n elements of type t at src (host memory), widened to f32
+// exactly. For the KV store's reads of single rows (hooks, captures); the
+// backend implements it (cpu/kv_convert.cpp), so the store needs no
+// backend's kernels.
+void kv_row_to_f32(KvDType t, const void* src, float* dst, int64_t n);
+
 inline std::optional<KvDType> kv_dtype_parse(std::string_view s) {
   if (s == "f32") return KvDType::kF32;
   if (s == "f16") return KvDType::kF16;

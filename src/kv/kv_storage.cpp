@@ -3,7 +3,6 @@
 #include <limits>
 #include <new>
 
-#include "backend/cpu/kv_convert.h"
 
 namespace agentkv {
 
@@ -49,11 +48,11 @@ uint8_t* KvStorage::v_at(int32_t layer, int32_t block, int32_t offset) {
 }
 
 void KvStorage::read_k(int32_t layer, int32_t block, int32_t offset, float* dst) {
-  cpu::kv_to_f32(g_.dtype, k_at(layer, block, offset), dst, g_.kv_dim());
+  kv_row_to_f32(g_.dtype, k_at(layer, block, offset), dst, g_.kv_dim());
 }
 
 void KvStorage::read_v(int32_t layer, int32_t block, int32_t offset, float* dst) {
-  cpu::kv_to_f32(g_.dtype, v_at(layer, block, offset), dst, g_.kv_dim());
+  kv_row_to_f32(g_.dtype, v_at(layer, block, offset), dst, g_.kv_dim());
 }
 
 }  // namespace agentkv
