@@ -53,12 +53,15 @@ struct ServeRequest {
   // The agent: "" = the base model, else a registered adapter's name
   // (kNotFound when unknown).
   std::string adapter;
-  // KV-sharing scheme for this request: "" = the engine's default, else
-  // "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex" or
-  // "relay" (kInvalidArgument otherwise). alora and icarus only change what adapters
+  // KV-sharing scheme for this request: "" = the engine's default, else one
+  // of the scheme registry's names (sharing_scheme_names() in
+  // src/sharing/scheme.h; docs/usage.md, "KV-sharing schemes"), and
+  // kInvalidArgument otherwise. alora and icarus only change what adapters
   // of their own kind share; others behave as "none". naive, epic,
   // cacheblend, sparsex and relay reuse cached segments anywhere in the prompt (approximate;
-  // docs/usage.md, "Segment reuse"), except for requests with prompt_logprobs.
+  // docs/usage.md, "Segment reuse"), except for requests with prompt_logprobs;
+  // full, droidspeak and the lragent schemes share one K/V between LoRA
+  // adapters (docs/usage.md, "Shared-K/V schemes").
   std::string kv_sharing;
   // The scheme's parameters; unset ones take the engine's defaults. One the
   // scheme does not take, or a value out of range, is kInvalidArgument.
@@ -160,7 +163,7 @@ struct ServingOptions {
   int32_t max_running = 64;           // sequences in one step
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
-  std::string kv_sharing = "none";    // default scheme: none, alora, icarus, naive, epic, cacheblend, sparsex, relay
+  std::string kv_sharing = "none";    // default scheme: a name of sharing_scheme_names()
   KvSharingParams kv_sharing_params;  // defaults of the schemes' parameters (unset: the schemes' own)
   // Frozen segments are evicted, least hit first, when an allocation would
   // put the used KV blocks (frozen ones included) above this fraction of the pool.
@@ -239,7 +242,7 @@ struct ServingStats {
   // selection layer of a whole prompt (about n_prompt / layers token rows).
   int64_t max_step_token_layers = 0;
   std::map<std::string, AdapterStats> per_model;        // by adapter name, "" = base
-  std::map<std::string, int64_t> cached_tokens_by_scheme;  // "none", "alora", "icarus"
+  std::map<std::string, int64_t> cached_tokens_by_scheme;  // by scheme name
   std::map<std::string, int64_t> prompt_tokens_by_scheme;
   std::map<std::string, int64_t> reused_tokens_by_scheme;       // segment reuse: prompt tokens copied
   std::map<std::string, int64_t> computed_token_layers_by_scheme;  // K/V entries computed (rows x layers)

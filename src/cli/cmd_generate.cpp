@@ -9,6 +9,7 @@
 #include "cli/generate_serving.h"
 #include "model/model_spec.h"
 #include "server/serve_config.h"
+#include "sharing/scheme.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -132,8 +133,8 @@ void register_generate(CLI::App& app) {
                   "on the serving engine")
       ->type_name("NAME=PATH[:KIND]");
   cmd->add_option("--kv-sharing", a->gen.kv_sharing,
-                  "with --adapter: the request's KV-sharing scheme (none, alora, icarus)")
-      ->check(CLI::IsMember({"none", "alora", "icarus"}));
+                  "with --adapter: the request's KV-sharing scheme, one of: " + sharing_scheme_list())
+      ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
   cmd->add_flag("--base-first", a->gen.base_first,
                 "with --adapter: run the prompt on the base model first, so the adapter can reuse its KV as "
                 "--kv-sharing allows (--stats shows the cached prompt tokens)");

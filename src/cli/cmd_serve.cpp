@@ -407,9 +407,8 @@ void register_serve(CLI::App& app) {
                   "as model NAME; the kind suffix overrides the file's (a PATH may contain ':')")
       ->type_name("NAME=PATH[:KIND]");
   cmd->add_option("--kv-sharing", e.kv_sharing,
-                  "default KV-sharing scheme for requests without kv_sharing: none (each adapter its own "
-                  "cache), alora (base KV before the invocation), icarus (adapters reuse the base's KV), and the "
-                  "approximate segment-reuse schemes naive, epic, cacheblend, sparsex and relay (docs/usage.md, \"Segment reuse\")")
+                  "default KV-sharing scheme for requests without kv_sharing, one of: " + sharing_scheme_list() +
+                      " (docs/usage.md, \"KV-sharing schemes\")")
       ->capture_default_str()
       ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
   // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
