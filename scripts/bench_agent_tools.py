@@ -6,7 +6,8 @@ Each of --agents concurrent agents runs --tasks tasks. A task starts from the
 agent's own context (a system prompt with a --context-tokens document) and
 repeats --rounds times: the `plan` role thinks (free text), the `action` role
 calls a tool (tool_choice required, constrained to the tool's schema), the
-tool "runs" for a uniform 0.5-3 s pause, its result is appended; then the
+tool "runs" for a uniform --pause pause (default 0.5-3 s), its result is
+appended; then the
 `reflect` role answers (tool_choice none). Roles are adapters on one
 trajectory (--roles, default the LRAgent role adapters in tools/lragent/, served
 under --kv-sharing, default `full`, so they share one K/V copy); each request
@@ -14,16 +15,28 @@ sends the whole conversation so far.
 
 The KV budget (--kv-cache-mb) is set so that the agents' trajectories do not
 all fit: during a tool pause the others' prefills evict what is not protected.
-Modes, run one after the other on one server each (--modes):
+--max-running bounds the requests the server runs at once (the rest queue),
+--session-share the pool share sessions may protect.
+Modes, each on a fresh server, interleaved over --reps repetitions (the
+order reversed every other one) (--modes):
   nosession   agentkv serve, no session fields
   session     agentkv serve, every request of a task carries session_id
   llama-server  llama.cpp's server (scripts/setup_bench.sh builds it) on the
-              same GGUF with --jinja (its tool-call support), -np = agents,
-              -c = the token capacity agentkv's --kv-cache-mb gives, and the
-              base model for every role (it cannot load PEFT adapters)
-Reported per mode: completed tasks/s, TTFT after a tool result (p50, p95: the
+              same GGUF with --jinja (its tool-call support), -np = the
+              requests agentkv runs at once (min(agents, --max-running)),
+              -c = the tokens agentkv's --kv-cache-mb holds, --cache-ram
+              --peer-cache-ram (default 0: no host prompt cache, the same
+              memory), and the base model for every role (it cannot load
+              PEFT adapters; --roles base base base runs agentkv so too).
+              It ignores tool_choice required on SmolLM2's template, so the
+              action turn is asked by a user message and, where no call
+              comes back (counted as cut), the same call is made for it
+Reported per mode (medians over repetitions; TTFT percentiles pooled):
+completed tasks/s, TTFT after a tool result (p50, p95: the
 first streamed token of the request that follows the pause), prefill tokens
 per turn (prompt - cached), and the cache hit rate (cached / prompt tokens).
+With both agentkv modes, the paired session/nosession ratios of each
+repetition (min-max) follow the table.
 A Markdown table on stdout; --plot writes a bar chart (needs matplotlib).
   python3 scripts/bench_agent_tools.py --agents 8 --tasks 2 --seed 1
 """
@@ -59,9 +72,11 @@ class Server:
     def __init__(self, args):
         cmd = [str(ROOT / "build/agentkv"), "serve", "--host", "127.0.0.1", "--port", "0", "--threads",
                str(args.threads), "--kv-cache-mb", str(args.kv_cache_mb), "--kv-sharing", args.kv_sharing,
-               "--max-model-len", "8192", "--served-model-name", "base", "--lr-cache-rank", "0"]
-        for r in args.roles:
-            cmd += ["--adapter", f"{r}={ROOT / 'tools/lragent/adapters' / r}"]
+               "--max-model-len", "8192", "--served-model-name", "base", "--lr-cache-rank", "0",
+               "--max-running", str(args.max_running), "--session-share", str(args.session_share)]
+        for r in dict.fromkeys(args.roles):
+            if r != "base":  # the base model itself
+                cmd += ["--adapter", f"{r}={ROOT / 'tools/lragent/adapters' / r}"]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=ROOT)
         for raw in self.proc.stderr:
             m = re.search(rb"listening on http://([^\s:/]+):(\d+)", raw)
@@ -82,11 +97,15 @@ class LlamaServer:
         with socket.socket() as sk:
             sk.bind(("127.0.0.1", 0))
             port = sk.getsockname()[1]
-        # The tokens agentkv's pool holds at this budget (22.5 KiB per token in f16).
-        ctx = args.kv_cache_mb * (1 << 20) // 23040 // args.agents * args.agents
+        # The same KV memory: -c = the tokens agentkv's pool holds at this
+        # budget (22.5 KiB per token in f16), over as many slots as agentkv
+        # runs requests at once, and its host-memory prompt cache at
+        # --peer-cache-ram MiB (llama-server's default is 8192).
+        slots = min(args.agents, args.max_running)
+        ctx = args.kv_cache_mb * (1 << 20) // 23040 // slots * slots
         cmd = [str(bin_dir / "llama-server"), "-m", str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"),
-               "--host", "127.0.0.1", "--port", str(port), "-t", str(args.threads), "-np", str(args.agents),
-               "-c", str(ctx), "--jinja", "--no-webui"]
+               "--host", "127.0.0.1", "--port", str(port), "-t", str(args.threads), "-np", str(slots),
+               "-c", str(ctx), "--cache-ram", str(args.peer_cache_ram), "--jinja", "--no-webui"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}/v1"
         for _ in range(600):
@@ -126,8 +145,12 @@ def agent(client, args, idx, session, rec, lock):
                     if first is None and (c.delta.content or c.delta.tool_calls):
                         first = time.perf_counter() - t0
                     text += c.delta.content or ""
-                    for d in c.delta.tool_calls or []:
-                        calls[d.index] = d
+                    for d in c.delta.tool_calls or []:  # the first delta names the call, later ones add arguments
+                        got = calls.setdefault(d.index, {"id": None, "name": None, "arguments": ""})
+                        got["id"] = d.id or got["id"]
+                        if d.function:
+                            got["name"] = d.function.name or got["name"]
+                            got["arguments"] += d.function.arguments or ""
             with lock:
                 if after_tool and first is not None:
                     rec["ttft_after_tool"].append(first)
@@ -145,17 +168,29 @@ def agent(client, args, idx, session, rec, lock):
             # rendered system turn, and with it the cached prefix, is the same.
             thought, _ = call(args.roles[0], tools=[TOOL], tool_choice="none")
             messages.append({"role": "assistant", "content": thought or "Let me look it up."})
+            if args.peer:
+                # llama-server continues a trailing assistant message as a
+                # prefix and then ignores the tools: a user turn asks instead.
+                messages.append({"role": "user", "content": "Call the lookup tool now."})
             _, calls = call(args.roles[1 % len(args.roles)], max_tokens=96, tools=[TOOL], tool_choice="required",
                             parallel_tool_calls=False)
-            if not calls:  # cut at max_tokens: count it and go on without the call
+            if not calls or not calls[0]["name"]:
                 with lock:
                     rec["no_call"] += 1
-                continue
+                if not args.peer:  # cut at max_tokens: count it and go on without the call
+                    messages.pop()
+                    continue
+                # llama-server does not honour tool_choice required on this
+                # model's template: the same call is made for it, so that the
+                # trajectory keeps the same shape.
+                calls = [{"id": f"call_{idx}_{rnd}", "name": TOOL["function"]["name"],
+                          "arguments": json.dumps({"query": rng.choice(WORDS)})}]
             c = calls[0]
             messages.append({"role": "assistant", "tool_calls": [
-                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}]})
-            time.sleep(rng.uniform(0.5, 3.0))  # the tool runs
-            messages.append({"role": "tool", "tool_call_id": c.id,
+                {"id": c["id"] or f"call_{idx}_{rnd}", "type": "function",
+                 "function": {"name": c["name"], "arguments": c["arguments"]}}]})
+            time.sleep(rng.uniform(*args.pause))  # the tool runs
+            messages.append({"role": "tool", "tool_call_id": messages[-1]["tool_calls"][0]["id"],
                              "content": json.dumps({"result": " ".join(rng.choice(WORDS) for _ in range(12))})})
             after_tool = True
         answer, _ = call(args.roles[-1], tools=[TOOL], tool_choice="none")
@@ -169,6 +204,7 @@ def run_mode(args, mode):
     import openai
     peer = mode == "llama-server"
     server = LlamaServer(args) if peer else Server(args)
+    args = argparse.Namespace(**{**vars(args), "peer": peer})
     if peer:
         args = argparse.Namespace(**{**vars(args), "roles": ["base"] * len(args.roles)})
     try:
@@ -188,6 +224,16 @@ def run_mode(args, mode):
         server.stop()
 
 
+def summarize(recs):
+    """Medians over repetitions; TTFT percentiles over all of them pooled."""
+    ttft = [x for r in recs for x in r["ttft_after_tool"]]
+    return {"tps": statistics.median(r["tasks"] / r["wall"] for r in recs),
+            "p50": pct(ttft, 50), "p95": pct(ttft, 95),
+            "prefill": statistics.median(statistics.mean(r["prefill"]) for r in recs),
+            "hit": statistics.median(r["cached"] / max(r["prompt"], 1) for r in recs),
+            "cut": sum(r["no_call"] for r in recs)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agents", type=int, default=8)
@@ -195,39 +241,55 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="think -> tool call -> pause rounds per task")
     ap.add_argument("--context-tokens", type=int, default=500, help="words in each agent's notes (~1.3 tokens each)")
     ap.add_argument("--max-tokens", type=int, default=24)
+    ap.add_argument("--pause", type=float, nargs=2, default=[0.5, 3.0], metavar=("MIN", "MAX"),
+                    help="a tool call's pause, uniform in [MIN, MAX] seconds")
     ap.add_argument("--kv-cache-mb", type=int, default=48)
     ap.add_argument("--kv-sharing", default="full")
+    ap.add_argument("--max-running", type=int, default=64, help="agentkv serve --max-running")
+    ap.add_argument("--session-share", type=float, default=0.5, help="agentkv serve --session-share")
+    ap.add_argument("--peer-cache-ram", type=int, default=0,
+                    help="llama-server --cache-ram MiB: its host-memory prompt cache (0: none, the same memory as agentkv)")
     ap.add_argument("--roles", nargs="+", default=["plan", "action", "reflect"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=1, help="repetitions, modes interleaved")
     ap.add_argument("--modes", nargs="+", default=["nosession", "session"])
     ap.add_argument("--plot", help="write a PNG bar chart here")
     args = ap.parse_args()
-    results = {}
-    for mode in args.modes:
-        print(f"running {mode} ...", file=sys.stderr)
-        results[mode] = run_mode(args, mode)
-    print(f"{args.agents} agents x {args.tasks} tasks x {args.rounds} tool rounds, roles {','.join(args.roles)}, "
-          f"kv_sharing {args.kv_sharing}, --kv-cache-mb {args.kv_cache_mb}, seed {args.seed}\n")
+    runs = {m: [] for m in args.modes}
+    for rep in range(args.reps):
+        for mode in (args.modes if rep % 2 == 0 else args.modes[::-1]):
+            print(f"rep {rep + 1}/{args.reps}: running {mode} ...", file=sys.stderr, flush=True)
+            r = run_mode(args, mode)
+            runs[mode].append(r)
+            print(f"  {r['tasks'] / r['wall']:.3f} tasks/s, hit rate {r['cached'] / max(r['prompt'], 1):.2f}",
+                  file=sys.stderr, flush=True)
+    res = {m: summarize(rs) for m, rs in runs.items()}
+    print(f"{args.agents} agents x {args.tasks} tasks x {args.rounds} tool rounds, pause {args.pause[0]:g}-"
+          f"{args.pause[1]:g} s, roles {','.join(args.roles)}, kv_sharing {args.kv_sharing}, --kv-cache-mb "
+          f"{args.kv_cache_mb}, --max-running {args.max_running}, --session-share {args.session_share}, "
+          f"seed {args.seed}, {args.reps} rep(s)\n")
     print("| mode | tasks/s | TTFT after tool p50 (s) | p95 (s) | prefill tokens/turn | cache hit rate | calls cut |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for mode, r in results.items():
-        print(f"| {mode} | {r['tasks'] / r['wall']:.3f} | {pct(r['ttft_after_tool'], 50):.3f} | "
-              f"{pct(r['ttft_after_tool'], 95):.3f} | {statistics.mean(r['prefill']):.0f} | "
-              f"{r['cached'] / max(r['prompt'], 1):.2f} | {r['no_call']} |")
-    if len(results) == 2 and "session" in results and "nosession" in results:
-        s, n = results["session"], results["nosession"]
-        print(f"\nsession vs nosession: tasks/s {s['tasks'] / s['wall'] / (n['tasks'] / n['wall']):.2f}x, "
-              f"p95 TTFT after a tool {pct(n['ttft_after_tool'], 95) / pct(s['ttft_after_tool'], 95):.2f}x lower")
+    for mode, r in res.items():
+        print(f"| {mode} | {r['tps']:.3f} | {r['p50']:.3f} | {r['p95']:.3f} | {r['prefill']:.0f} | "
+              f"{r['hit']:.2f} | {r['cut']} |")
+    if "session" in runs and "nosession" in runs:
+        pairs = list(zip(runs["session"], runs["nosession"]))
+        tps = [s["tasks"] / s["wall"] / (n["tasks"] / n["wall"]) for s, n in pairs]
+        p95 = [pct(n["ttft_after_tool"], 95) / pct(s["ttft_after_tool"], 95) for s, n in pairs]
+        print(f"\nsession vs nosession, paired per repetition: tasks/s {statistics.median(tps):.2f}x "
+              f"({min(tps):.2f}-{max(tps):.2f}), p95 TTFT after a tool {statistics.median(p95):.2f}x lower "
+              f"({min(p95):.2f}-{max(p95):.2f})")
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(1, 3, figsize=(11, 3.2))
-        modes = list(results)
-        ax[0].bar(modes, [results[m]["tasks"] / results[m]["wall"] for m in modes]); ax[0].set_title("tasks/s")
-        ax[1].bar(modes, [pct(results[m]["ttft_after_tool"], 95) for m in modes]); ax[1].set_title("p95 TTFT after tool (s)")
-        ax[2].bar(modes, [results[m]["cached"] / max(results[m]["prompt"], 1) for m in modes]); ax[2].set_title("cache hit rate")
+        modes = list(res)
+        ax[0].bar(modes, [res[m]["tps"] for m in modes]); ax[0].set_title("tasks/s")
+        ax[1].bar(modes, [res[m]["p95"] for m in modes]); ax[1].set_title("p95 TTFT after tool (s)")
+        ax[2].bar(modes, [res[m]["hit"] for m in modes]); ax[2].set_title("cache hit rate")
         fig.tight_layout()
         fig.savefig(args.plot, dpi=110)
 
