@@ -12,11 +12,12 @@ void SessionTable::keep(const std::string& key, const std::vector<BlockRef>& blo
   const auto cap = static_cast<int32_t>(share_ * pool_.n_blocks());
   for (const BlockRef& b : blocks) {
     if (!pool_.is_current(b)) break;  // the chain is broken here: later blocks cannot be hit
-    if (s.ids.count(b.id) != 0) continue;
+    auto it = s.lives.find(b.id);
+    if (it != s.lives.end() && it->second == b.generation) continue;
     // Past the share a block no session protects yet stays ordinary, and so
     // do the ones after it (a prefix hit needs the chain from the first).
     if (pool_.meta(b.id).protect == 0 && pool_.n_protected() >= cap) break;
-    s.ids.insert(b.id);
+    s.lives[b.id] = b.generation;
     pool_.protect(b.id);
     s.blocks.push_back(b);
   }
@@ -50,7 +51,7 @@ void SessionTable::release(Session& s) {
     if (pool_.is_current(b)) pool_.unprotect(b.id);  // else evicted and reused: nothing to release
   }
   s.blocks.clear();
-  s.ids.clear();
+  s.lives.clear();
 }
 
 }  // namespace agentkv

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "kv/block_pool.h"
@@ -50,7 +49,9 @@ class SessionTable {
  private:
   struct Session {
     std::vector<BlockRef> blocks;      // protected by this session
-    std::unordered_set<int32_t> ids;   // their ids, to add each once
+    // Block id -> the generation protected, to add each life of a block once
+    // (an evicted block's id comes back as a new life, to protect again).
+    std::unordered_map<int32_t, uint32_t> lives;
     double expires = 0;
   };
   void release(Session& s);

@@ -125,6 +125,20 @@ TEST(SessionTable, ShareIsGrantedInOrder) {
   EXPECT_EQ(cached_prefix_tokens(small, tokens(100, 8)), 8);
 }
 
+TEST(SessionTable, ARecomputedBlockIsProtectedAgain) {
+  KvManager kv(2, kBs);  // two blocks: every life below has ids 0 and 1
+  kv.sessions().set_share(1.0);
+  const auto a = tokens(100, 8);
+  run(kv, 1, a, "s");
+  ASSERT_TRUE(kv.allocate_slots(2, 2 * kBs).is_ok());  // evicts s's protected blocks: nothing else is left
+  EXPECT_EQ(kv.pool().n_protected(), 0);
+  kv.free(2);
+  run(kv, 3, a, "s");  // the turn recomputes them, into the same ids as new lives
+  EXPECT_EQ(kv.pool().n_protected(), 2);
+  EXPECT_TRUE(kv.sessions().end("s"));
+  EXPECT_EQ(kv.pool().n_protected(), 0);
+}
+
 TEST(SessionTable, BlocksSharedByTwoSessionsStayProtectedUntilBoth) {
   KvManager kv(8, kBs);
   const auto a = tokens(100, 8);
