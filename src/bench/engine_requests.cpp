@@ -1,10 +1,9 @@
 #include "bench/engine_requests.h"
+#include "runtime/engine_client.h"
 #include "util/stats.h"
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <random>
 
 namespace agentkv::bench {
@@ -14,38 +13,26 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 std::vector<Done> run_together(ServingEngine& eng, std::vector<ServeRequest> reqs) {
-  std::mutex mu;
-  std::condition_variable cv;
   std::vector<Done> out(reqs.size());
-  size_t n_done = 0;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    const Clock::time_point t0 = Clock::now();
-    auto id = eng.submit(std::move(reqs[i]), [&, i, t0](ServeEvent&& ev) {
-      std::lock_guard<std::mutex> lk(mu);
-      Done& d = out[i];
-      for (const SampleResult& s : ev.samples) d.tokens.push_back(s.id);
-      if (ev.prompt_tokens) {
-        d.prompt_tokens = ev.prompt_tokens;
-        d.cached = ev.cached_tokens;
-        if (d.ttft_s == 0) d.ttft_s = ev.ttft_s;
-      }
-      if (ev.finish != ServeFinish::kNone) {
-        d.e2e_s = std::chrono::duration<double>(Clock::now() - t0).count();
-        d.prefill_token_layers = ev.prefill_token_layers;
-        d.lr_fallback = ev.lr_fallback;
-        d.error = ev.error;
-        ++n_done;
-        cv.notify_all();
-      }
-    });
-    if (!id.is_ok()) {
-      std::lock_guard<std::mutex> lk(mu);
-      out[i].error = id.status().message();
-      ++n_done;
-    }
+  const Clock::time_point t0 = Clock::now();
+  std::vector<Result<ServeEvent>> last =
+      serve_together(eng, std::move(reqs), [&](size_t i, const ServeEvent& ev, Clock::time_point at) {
+        Done& d = out[i];
+        for (const SampleResult& s : ev.samples) d.tokens.push_back(s.id);
+        if (ev.prompt_tokens) {
+          d.prompt_tokens = ev.prompt_tokens;
+          d.cached = ev.cached_tokens;
+          if (d.ttft_s == 0) d.ttft_s = ev.ttft_s;
+        }
+        if (ev.finish != ServeFinish::kNone) {
+          d.e2e_s = std::chrono::duration<double>(at - t0).count();
+          d.prefill_token_layers = ev.prefill_token_layers;
+          d.lr_fallback = ev.lr_fallback;
+        }
+      });
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!last[i].is_ok()) out[i].error = last[i].status().message();
   }
-  std::unique_lock<std::mutex> lk(mu);
-  cv.wait(lk, [&] { return n_done == out.size(); });
   return out;
 }
 

@@ -1,6 +1,6 @@
 // What the agent benchmarks share to drive a ServingEngine in process:
 // submit requests together and wait for their outcomes (tokens, TTFT, what
-// the prefix cache served), random prompts, medians.
+// the prefix cache served), on runtime/engine_client.h; random prompts.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agentkv/serving.h"
+#include "runtime/engine_client.h"
 #include "util/status.h"
 
 namespace agentkv::cli {
@@ -42,13 +43,5 @@ struct ServingGenerateResult {
 Result<ServingGenerateResult> generate_serving(ServingEngine& engine, const std::vector<int32_t>& prompt,
                                                const ServingGenerateOptions& o,
                                                const std::function<void(const std::string&)>& on_text);
-
-// Called on the waiting thread for each event of a request, in order; `at` is
-// when the engine thread delivered it (the sink's clock, not the wake-up's).
-using ServeEventFn = std::function<void(const ServeEvent& e, std::chrono::steady_clock::time_point at)>;
-
-// Submits one request and waits for its last event, which it returns. A
-// submit error, an error event or a cancellation is the returned error.
-Result<ServeEvent> serve_one(ServingEngine& engine, ServeRequest req, const ServeEventFn& on_event = nullptr);
 
 }  // namespace agentkv::cli

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "server/completion_prepare.h"
-#include "server/event_queue.h"
+#include "runtime/event_queue.h"
 #include "server/http_server.h"
 #include "server/models_handler.h"
 #include "server/openai_response.h"

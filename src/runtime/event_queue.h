@@ -1,5 +1,7 @@
-// The hand-off between the engine thread and one request's HTTP handler: the
-// ServeSink pushes (never blocks beyond a short lock) and the handler waits.
+// The hand-off of one request's events from the engine thread to the thread
+// that waits for them (an HTTP handler, a command, a benchmark): the
+// ServeSink pushes (never blocks beyond a short lock) and the waiter pops,
+// with the time the engine delivered each event.
 #pragma once
 
 #include <chrono>
@@ -11,7 +13,7 @@
 
 #include "agentkv/serving.h"
 
-namespace agentkv::server {
+namespace agentkv {
 
 struct TimedEvent {
   ServeEvent event;
@@ -38,10 +40,19 @@ class EventQueue {
     return out;
   }
 
+  // The next event, waiting as long as it takes.
+  TimedEvent pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !q_.empty(); });
+    TimedEvent e = std::move(q_.front());
+    q_.pop_front();
+    return e;
+  }
+
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<TimedEvent> q_;
 };
 
-}  // namespace agentkv::server
+}  // namespace agentkv
