@@ -3,7 +3,6 @@
 #include <limits>
 #include <new>
 
-
 namespace agentkv {
 
 Result<KvStorage> KvStorage::create(const KvGeometry& g, int64_t n_blocks) {

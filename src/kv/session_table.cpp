@@ -19,7 +19,6 @@ void SessionTable::keep(const std::string& key, const std::vector<BlockRef>& blo
     if (pool_.meta(b.id).protect == 0 && pool_.n_protected() >= cap) break;
     s.lives[b.id] = b.generation;
     pool_.protect(b.id);
-    s.blocks.push_back(b);
   }
 }
 
@@ -47,10 +46,9 @@ void SessionTable::expire(double now) {
 }
 
 void SessionTable::release(Session& s) {
-  for (const BlockRef& b : s.blocks) {
-    if (pool_.is_current(b)) pool_.unprotect(b.id);  // else evicted and reused: nothing to release
+  for (const auto& [id, generation] : s.lives) {
+    if (pool_.is_current({id, generation})) pool_.unprotect(id);  // else evicted and reused: nothing to release
   }
-  s.blocks.clear();
   s.lives.clear();
 }
 

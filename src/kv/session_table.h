@@ -3,9 +3,9 @@
 // requests wrote or read, whichever adapter ran them, so a team sharing one
 // trajectory keeps the one copy. Protected blocks are evicted only after
 // every unprotected one (BlockPool's second LRU). At most `share` of the
-// pool is protected (the rest is for running requests), granted in order: once it is full, blocks not yet protected stay ordinary until an
-// earlier session ends or expires, while the sessions that hold protection
-// keep it. (Dropping the least recently used session instead would
+// pool is protected (the rest is for running requests), granted in order:
+// once it is full, blocks not yet protected stay ordinary until an earlier
+// session ends or expires, while the sessions that hold protection keep it. (Dropping the least recently used session instead would
 // unprotect the agent paused longest, the one likely to come back first:
 // LRU's worst case on cyclic agent loads.) An expired or ended session's
 // blocks become ordinary cached blocks. Pure bookkeeping over a BlockPool:
@@ -48,9 +48,9 @@ class SessionTable {
 
  private:
   struct Session {
-    std::vector<BlockRef> blocks;      // protected by this session
-    // Block id -> the generation protected, to add each life of a block once
-    // (an evicted block's id comes back as a new life, to protect again).
+    // The blocks this session protects: id -> the generation (life) it
+    // protected. An evicted block's id comes back as a new life, protected
+    // again; the old life's protection went with the eviction.
     std::unordered_map<int32_t, uint32_t> lives;
     double expires = 0;
   };

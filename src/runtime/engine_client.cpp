@@ -1,7 +1,6 @@
 #include "runtime/engine_client.h"
 
 #include <memory>
-#include <optional>
 #include <utility>
 
 #include "runtime/event_queue.h"
