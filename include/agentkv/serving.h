@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agentkv/constraint.h"
+#include "agentkv/kv_events.h"
 #include "agentkv/kv_sharing_params.h"
 #include "agentkv/sampling.h"
 #include "util/status.h"
@@ -171,6 +172,10 @@ struct ServingOptions {
   // Agent sessions protect at most this share of the KV pool, granted in
   // order (session_table.h).
   double session_share = 0.5;
+  // KV cache events (kv_events.h) for prefix-aware routers: set, the engine
+  // hands it one batch per step that changed the prefix cache, starting with
+  // AllBlocksCleared. Unset: none are made.
+  KvEventSink kv_events;
   // RelayCaching captures (KV components: the hidden state entering the
   // relay's l_start and the influence score of every token): "on-request"
   // keeps room for them and captures for requests under kv_sharing relay,
@@ -254,6 +259,8 @@ struct ServingStats {
   int32_t live_sessions = 0;          // agent sessions with time left
   int32_t protected_blocks = 0;       // KV blocks a session protects
   int64_t protected_hits = 0;         // cumulative: prefix and segment hits on protected blocks
+  int32_t prefix_blocks = 0;          // blocks findable in the prefix index (exact and approximate)
+  int64_t kv_event_hashes = 0;        // KV cache events: hashes announced and not removed (aliases too)
 };
 
 // A frozen segment (SparseX §4's knowledge base): a run of tokens whose KV

@@ -29,6 +29,32 @@ std::string ExtraKeys::serialize() const {
   return out;
 }
 
+std::optional<ExtraKeys> ExtraKeys::parse(std::string_view bytes) {
+  size_t at = 0;
+  // One key of `kind`; false when the bytes do not hold one there.
+  auto take = [&](ExtraKeyKind kind, std::string* out) {
+    if (bytes.size() - at < 5 || static_cast<uint8_t>(bytes[at]) != static_cast<uint8_t>(kind)) return false;
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i) n |= uint32_t{static_cast<uint8_t>(bytes[at + 1 + i])} << (8 * i);
+    if (bytes.size() - at - 5 < n) return false;
+    out->assign(bytes.substr(at + 5, n));
+    at += 5 + n;
+    return true;
+  };
+  ExtraKeys k;
+  if (!take(ExtraKeyKind::kLineage, &k.lineage) || !take(ExtraKeyKind::kTenant, &k.tenant) ||
+      !take(ExtraKeyKind::kCacheSalt, &k.cache_salt)) {
+    return std::nullopt;
+  }
+  if (at < bytes.size()) {
+    std::string none;
+    if (!take(ExtraKeyKind::kApproximate, &none) || !none.empty()) return std::nullopt;
+    k.approximate = true;
+  }
+  if (at != bytes.size()) return std::nullopt;
+  return k;
+}
+
 uint64_t hash_block(uint64_t parent, std::span<const int32_t> tokens, std::string_view extra) {
   // parent(u64) | n_tokens(u32) | tokens(i32 each) | extra: the token count is
   // written so token bytes and key bytes cannot trade places.

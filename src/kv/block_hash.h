@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -34,6 +35,9 @@ struct ExtraKeys {
   // either; kApproximate (no bytes) is written only when set, after them,
   // which keeps exact blocks' hashes as they were.
   std::string serialize() const;
+  // The inverse of serialize(): nullopt for bytes serialize() never writes
+  // (a torn or foreign value, a kind out of order, trailing bytes).
+  static std::optional<ExtraKeys> parse(std::string_view bytes);
 
   bool operator==(const ExtraKeys&) const = default;
 };

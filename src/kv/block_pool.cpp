@@ -25,7 +25,7 @@ Result<std::vector<int32_t>> BlockPool::allocate(int32_t n) {
     } else {
       b = lru_head_[0] != -1 ? lru_head_[0] : lru_head_[1];
       lru_remove(b);
-      index_.erase(b);
+      unindex(b);
     }
     BlockMeta& m = meta_[b];
     assert(m.ref == 0);
@@ -69,13 +69,22 @@ void BlockPool::refresh(int32_t block) {
   lru_push_back(block);
 }
 
-bool BlockPool::cache(int32_t block, BlockKey key) {
+bool BlockPool::cache(int32_t block, BlockKey key, uint64_t parent_hash) {
   assert(meta_[block].ref > 0);
-  return index_.insert(block, std::move(key));
+  if (!index_.insert(block, std::move(key))) return false;
+  if (observer_ != nullptr) observer_->block_stored(block, *index_.key_of(block), parent_hash);
+  return true;
+}
+
+void BlockPool::unindex(int32_t b) {
+  if (observer_ != nullptr) {
+    if (const BlockKey* k = index_.key_of(b)) observer_->block_removed(b, *k);
+  }
+  index_.erase(b);
 }
 
 void BlockPool::uncache(int32_t block) {
-  index_.erase(block);
+  unindex(block);
   if (meta_[block].protect > 0) {  // forgotten content: nothing left to protect
     meta_[block].protect = 0;
     --n_protected_;

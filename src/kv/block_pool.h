@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kv/block_observer.h"
 #include "kv/prefix_index.h"
 #include "util/status.h"
 
@@ -67,13 +68,17 @@ class BlockPool {
   int64_t protected_hits() const { return protected_hits_; }
 
   // Prefix index over the pool. cache() registers a held (ref > 0) block;
-  // false if its hash is taken (see PrefixIndex::insert).
-  bool cache(int32_t block, BlockKey key);
+  // false if its hash is taken (see PrefixIndex::insert). parent_hash is what
+  // key.hash was chained from; only the observer sees it.
+  bool cache(int32_t block, BlockKey key, uint64_t parent_hash = 0);
   int32_t find_cached(const BlockKey& key) const { return index_.find(key); }
   // Forgets a block's content: out of the index, and off the LRU onto the
   // free list if unreferenced.
   void uncache(int32_t block);
   const PrefixIndex& index() const { return index_; }
+  // Told of every registration and every removal from the index (null: none).
+  // Not owned; it outlives the pool or is reset first.
+  void set_observer(BlockObserver* o) { observer_ = o; }
 
   const BlockMeta& meta(int32_t block) const { return meta_[block]; }
   BlockRef ref_of(int32_t block) const { return {block, meta_[block].generation}; }
@@ -87,6 +92,8 @@ class BlockPool {
  private:
   void lru_push_back(int32_t b);
   void lru_remove(int32_t b);
+  // Takes the block out of the index, telling the observer.
+  void unindex(int32_t b);
 
   std::vector<BlockMeta> meta_;
   std::vector<int32_t> free_;  // stack of free ids, lowest id on top
@@ -97,6 +104,7 @@ class BlockPool {
   int32_t n_protected_ = 0;
   int64_t protected_hits_ = 0;
   PrefixIndex index_;
+  BlockObserver* observer_ = nullptr;
 };
 
 }  // namespace agentkv

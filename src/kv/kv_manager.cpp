@@ -145,7 +145,7 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
         pool_.uncache(holder);
         segments_.erase(holder);
       }
-      if (!pool_.cache(mine, key)) {
+      if (!pool_.cache(mine, key, req.last_hash)) {
         // A true collision: this content cannot be indexed, nor can anything
         // after it (a child is found only through an indexed parent).
         req.chain_broken = true;

@@ -130,6 +130,9 @@ class KvManager {
 
   KvUsage usage() const;
   const BlockPool& pool() const { return pool_; }
+  // KV cache events (block_observer.h): every block registered in or removed
+  // from the prefix index. Null: none.
+  void set_block_observer(BlockObserver* o) { pool_.set_observer(o); }
 
   // Pins the cached full blocks of `tokens` (a sequence from position 0,
   // committed under `keys`) as frozen segment `id`, and makes them the

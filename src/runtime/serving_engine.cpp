@@ -150,6 +150,13 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   for (const ServingOptions::AdapterSpec& a : opts.adapters) {
     AKV_RETURN_IF_ERROR(e->load_adapter(a.name, a.path, a.kind).with_context("--adapter " + a.name));
   }
+  if (opts.kv_events) {
+    e->kv_events_ = std::make_unique<KvEventSource>(
+        opts.block_size, "CPU", [p = e.get()](const std::string& lineage) { return p->lineage_readers(lineage); });
+    e->kv_->set_block_observer(e->kv_events_.get());
+    e->kv_events_->clear_all();
+    e->flush_kv_events();
+  }
   e->publish_stats();
   e->thread_ = std::thread([p = e.get()] { p->loop(); });
   return e;
@@ -163,6 +170,32 @@ ServingEngineImpl::~ServingEngineImpl() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (kv_) kv_->set_block_observer(nullptr);
+}
+
+void ServingEngineImpl::flush_kv_events() {
+  if (!kv_events_ || !kv_events_->has_events()) return;
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  opts_.kv_events(kv_events_->take(now));
+}
+
+std::vector<std::optional<std::string>> ServingEngineImpl::lineage_readers(const std::string& lineage) const {
+  std::vector<std::optional<std::string>> out;
+  const std::vector<AdapterInfo> adapters = adapters_.list();
+  if (lineage.empty() || lineage.starts_with("shared:")) {
+    // Base lineage: the base writes it, and the adapters the default scheme
+    // lets read it. A shared lineage (full, droidspeak, lragent): any agent.
+    out.push_back(std::nullopt);
+    for (const AdapterInfo& a : adapters) {
+      if (!lineage.empty() || default_scheme_->reads_base_lineage(a.kind)) out.push_back(a.name);
+    }
+    return out;
+  }
+  for (const AdapterInfo& a : adapters) {
+    if (a.id == lineage) out.push_back(a.name);
+  }
+  if (out.empty()) out.push_back(lineage);  // its adapter is unloaded: named by its content id
+  return out;
 }
 
 Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
@@ -293,6 +326,8 @@ void ServingEngineImpl::publish_stats() {
   stats_.live_sessions = kv_->sessions().n_live();
   stats_.protected_blocks = kv_->pool().n_protected();
   stats_.protected_hits = kv_->pool().protected_hits();
+  stats_.prefix_blocks = kv_->pool().index().size();
+  stats_.kv_event_hashes = kv_events_ ? kv_events_->n_hashes() : 0;
   stats_.kv_blocks_free = u.n_free;
   stats_.kv_blocks_total = u.n_total;
   stats_.prefix_hit_tokens = sched_->n_prefix_hit_tokens();
@@ -328,6 +363,7 @@ void ServingEngineImpl::loop() {
     cancels.clear();
     take_inbox(&fresh, &cancels, &cancel_all);
     run_tasks();
+    flush_kv_events();  // segments created or deleted
     kv_->sessions().expire(clock_seconds());
     for (Pending& p : fresh) {
       auto r = std::make_unique<SchedRequest>();
@@ -402,6 +438,7 @@ void ServingEngineImpl::loop() {
     } else if (out.aborted.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nothing fits yet: do not spin
     }
+    flush_kv_events();
     publish_stats();
   }
 }

@@ -24,6 +24,7 @@
 #include "kv/kv_storage.h"
 #include "kv/lr_storage.h"
 #include "agentkv/constraint.h"
+#include "runtime/kv_event_source.h"
 #include "runtime/loaded_model.h"
 #include "runtime/mask_worker.h"
 #include "runtime/runner.h"
@@ -236,6 +237,10 @@ class ServingEngineImpl final : public ServingEngine {
     return all > 0 ? static_cast<double>(reused_entries(l, cached)) / static_cast<double>(all) : 0.0;
   }
   void publish_stats();
+  // Hands the KV cache events of the last step to opts_.kv_events.
+  void flush_kv_events();
+  // KvEventSource::Readers: the models whose requests can hit a block of `lineage`.
+  std::vector<std::optional<std::string>> lineage_readers(const std::string& lineage) const;
   // Runs fn on the engine thread (the KV manager's owner) and waits for it.
   // kUnavailable once the engine is stopping.
   Status run_on_engine(std::function<void()> fn);
@@ -291,6 +296,7 @@ class ServingEngineImpl final : public ServingEngine {
   int32_t capture_layer_ = -1;
   bool capture_all_ = false;
   std::unique_ptr<Runner> runner_;
+  std::unique_ptr<KvEventSource> kv_events_;  // null unless opts_.kv_events is set
   MaskWorker mask_worker_;
   std::unique_ptr<Scheduler> sched_;
   AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up

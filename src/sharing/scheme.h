@@ -87,6 +87,13 @@ class SharingScheme {
     (void)n_layers;
     return Status::ok();
   }
+  // Whether an adapter of this kind may hit KV blocks of the base lineage
+  // under this scheme (aLoRA before its invocation, an ICaRus decoder): KV
+  // cache events then announce base blocks under its name too.
+  virtual bool reads_base_lineage(AdapterKind kind) const {
+    (void)kind;
+    return false;
+  }
   // Segment-reuse schemes: a planner for one request (params checked);
   // nullptr for schemes that reuse only exact prefixes.
   virtual std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const {

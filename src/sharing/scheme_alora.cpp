@@ -21,6 +21,7 @@ class SchemeAlora final : public SharingScheme {
     }
     return s;
   }
+  bool reads_base_lineage(AdapterKind kind) const override { return kind == AdapterKind::kAlora; }
 };
 
 }  // namespace

@@ -22,6 +22,7 @@ class SchemeIcarus final : public SharingScheme {
     }
     return s;
   }
+  bool reads_base_lineage(AdapterKind kind) const override { return kind == AdapterKind::kIcarus; }
 };
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <vector>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -64,6 +67,41 @@ TEST(ExtraKeys, SerialisationIsInjectiveOverCraftedValues) {
     }
   }
   EXPECT_EQ(seen.size(), combos);
+}
+
+TEST(ExtraKeys, ParseInvertsSerialize) {
+  const std::vector<ExtraKeys> cases = {
+      {}, {"abc", "", "", false}, {"", "t", "salt", false}, {"lin", "ten", "s", true}, {std::string(300, 'x'), "", "", true}};
+  for (const ExtraKeys& k : cases) {
+    const std::optional<ExtraKeys> back = ExtraKeys::parse(k.serialize());
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, k);
+  }
+}
+
+TEST(ExtraKeys, ParseRejectsWhatSerializeNeverWrites) {
+  const std::string good = ExtraKeys{"lin", "ten", "s", true}.serialize();
+  // Every strict prefix is torn, but the one that ends where the exact
+  // block's keys end; one more byte is trailing garbage.
+  const size_t exact = ExtraKeys{"lin", "ten", "s", false}.serialize().size();
+  for (size_t n = 0; n < good.size(); ++n) {
+    if (n == exact) {
+      EXPECT_EQ(ExtraKeys::parse(good.substr(0, n)), (ExtraKeys{"lin", "ten", "s", false}));
+    } else {
+      EXPECT_FALSE(ExtraKeys::parse(good.substr(0, n))) << n;
+    }
+  }
+  EXPECT_FALSE(ExtraKeys::parse(good + "x"));
+  std::string swapped = good;
+  swapped[0] = static_cast<char>(ExtraKeyKind::kTenant);  // kinds out of order
+  EXPECT_FALSE(ExtraKeys::parse(swapped));
+  std::string huge = ExtraKeys{}.serialize();
+  huge[1] = '\xff';  // a length past the end
+  EXPECT_FALSE(ExtraKeys::parse(huge));
+  // The approximate key carries no bytes.
+  std::string approx = ExtraKeys{}.serialize();
+  approx += std::string("\x04\x01\x00\x00\x00x", 6);
+  EXPECT_FALSE(ExtraKeys::parse(approx));
 }
 
 TEST(BlockHash, DependsOnParentTokensAndKeys) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace agentkv {
@@ -163,6 +164,48 @@ TEST(BlockPool, UncacheForgetsContent) {
   EXPECT_EQ(p.n_free(), 1);
   EXPECT_EQ(p.n_cached(), 1);
   expect_partition(p);
+}
+
+
+// Records what the pool tells its observer.
+struct Recorder final : BlockObserver {
+  std::vector<std::pair<int32_t, uint64_t>> stored;   // block, key hash
+  std::vector<uint64_t> parents;
+  std::vector<std::pair<int32_t, uint64_t>> removed;  // block, key hash
+  void block_stored(int32_t block, const BlockKey& key, uint64_t parent_hash) override {
+    stored.emplace_back(block, key.hash);
+    parents.push_back(parent_hash);
+  }
+  void block_removed(int32_t block, const BlockKey& key) override { removed.emplace_back(block, key.hash); }
+};
+
+TEST(BlockPool, ObserverSeesEveryRegistrationAndRemoval) {
+  BlockPool p(2);
+  Recorder rec;
+  p.set_observer(&rec);
+  auto a = p.allocate(2);
+  ASSERT_TRUE(a.is_ok());
+  const std::vector<int32_t> blocks = a.value();
+  EXPECT_TRUE(p.cache(blocks[0], key_for(1), 77));
+  EXPECT_FALSE(p.cache(blocks[1], key_for(1), 77));  // the hash is taken: nothing registered, nothing said
+  ASSERT_EQ(rec.stored.size(), 1u);
+  EXPECT_EQ(rec.stored[0], std::make_pair(blocks[0], uint64_t{1001}));
+  EXPECT_EQ(rec.parents[0], 77u);
+  EXPECT_TRUE(p.cache(blocks[1], key_for(2)));
+  p.release(blocks);
+  // An eviction is a removal, told before the entry goes.
+  auto b = p.allocate(1);
+  ASSERT_TRUE(b.is_ok());
+  ASSERT_EQ(rec.removed.size(), 1u);
+  EXPECT_EQ(rec.removed[0], std::make_pair(blocks[0], uint64_t{1001}));
+  // uncache of an indexed block is one; of an unindexed one, none.
+  p.uncache(blocks[1]);
+  p.uncache(blocks[1]);
+  ASSERT_EQ(rec.removed.size(), 2u);
+  EXPECT_EQ(rec.removed[1], std::make_pair(blocks[1], uint64_t{1002}));
+  p.set_observer(nullptr);
+  EXPECT_TRUE(p.cache(b.value()[0], key_for(3)));
+  EXPECT_EQ(rec.stored.size(), 2u);
 }
 
 }  // namespace
