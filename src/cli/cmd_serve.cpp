@@ -22,6 +22,7 @@
 
 #include "adapter/registry.h"
 #include "agentkv/serving.h"
+#include "cluster/kv_event_publisher.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "server/adapter_path.h"
@@ -45,6 +46,7 @@ struct ServeArgs {
   std::string segment_dir;  // --segment-dir: frozen segments saved at shutdown, restored at start
   std::string config_path;
   bool no_prefix_caching = false;
+  cluster::KvEventPublisherOptions kv_events;  // endpoint "": no KV cache events
 };
 
 // Set by the signal handler, polled by the main thread: a lock-free atomic
@@ -273,9 +275,29 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     AKV_ASSIGN_OR_RETURN(model_id, file_content_id(a.engine.model_path));
   }
 
+  if (a.kv_events.endpoint.empty() && !a.kv_events.replay_endpoint.empty()) {
+    return make_error(ErrorCode::kInvalidArgument, "--kv-events-replay needs --kv-events");
+  }
+
   install_signal_handlers();
+  std::unique_ptr<cluster::KvEventPublisher> events;  // outlives the engine, which feeds it
   std::unique_ptr<ServingEngine> engine;  // outlives the server below
   server::HttpServer http(a.server);
+  if (!a.kv_events.endpoint.empty()) {
+    AKV_ASSIGN_OR_RETURN(events, cluster::KvEventPublisher::start(a.kv_events));
+    a.engine.kv_events = [p = events.get()](KvEventBatch&& b) { p->publish(std::move(b)); };
+    server::Counter& sent = http.registry().counter("agentkv_kv_events_published_total",
+                                                    "KV cache event batches sent on the PUB socket.");
+    server::Counter& dropped = http.registry().counter(
+        "agentkv_kv_events_dropped_total", "KV cache event batches dropped because the publisher's queue was full.");
+    http.add_scrape_hook([&sent, &dropped, p = events.get()] {
+      sent.sync_to(static_cast<double>(p->n_published()));
+      dropped.sync_to(static_cast<double>(p->n_dropped()));
+    });
+    std::fprintf(stderr, "agentkv: KV cache events on %s%s%s (topic '%s')\n", events->endpoint().c_str(),
+                 events->replay_endpoint().empty() ? "" : ", replay on ", events->replay_endpoint().c_str(),
+                 a.kv_events.topic.c_str());
+  }
   AKV_ASSIGN_OR_RETURN(const int port, http.start());
   std::fprintf(stderr, "agentkv: loading %s (GET /health answers 503 until ready)\n",
                a.engine.model_path.c_str());
@@ -388,6 +410,19 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--no-prefix-caching", a->no_prefix_caching, "do not reuse cached prompt prefixes");
+  cmd->add_option("--kv-events", a->kv_events.endpoint,
+                  "publish KV cache events in vLLM's format (ZeroMQ PUB, msgpack) for prefix-aware routers: "
+                  "tcp://*:5557 binds, tcp://HOST:PORT connects to a subscriber that binds (docs/cluster.md); "
+                  "off when unset. The stream carries every tenant's token ids: give it to the operator's router only")
+      ->type_name("ENDPOINT");
+  cmd->add_option("--kv-events-replay", a->kv_events.replay_endpoint,
+                  "ROUTER endpoint (bound) that replays buffered event batches from a sequence number")
+      ->type_name("ENDPOINT");
+  cmd->add_option("--kv-events-topic", a->kv_events.topic, "topic frame of every event message")
+      ->capture_default_str();
+  cmd->add_option("--kv-events-buffer", a->kv_events.buffer_steps, "event batches kept for replay")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
   cmd->add_option(
       "--api-key", a->api_keys,
       "KEY=TENANT (repeatable): require 'Authorization: Bearer KEY'; the tenant isolates the cache");

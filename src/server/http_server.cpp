@@ -99,7 +99,12 @@ HttpServer::HttpServer(ServerConfig cfg)
       live_sessions_(registry_.gauge("agentkv_sessions_live", "Agent sessions with retention time left.")),
       protected_blocks_(registry_.gauge("agentkv_session_protected_blocks", "KV blocks agent sessions protect.")),
       protected_hits_(registry_.counter("agentkv_session_protected_hits_total",
-                                        "Prefix and segment hits on KV blocks a session protects.")) {
+                                        "Prefix and segment hits on KV blocks a session protects.")),
+      prefix_blocks_(registry_.gauge("agentkv_kv_prefix_blocks",
+                                     "KV blocks findable in the prefix index (exact and approximate).")),
+      kv_event_hashes_(registry_.gauge("agentkv_kv_events_hashes",
+                                       "Block hashes the KV cache events announced and have not removed "
+                                       "(aliases included; 0 without --kv-events).")) {
   // Response ids differ across restarts.
   next_id_ = (uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   setup_routes();
@@ -451,10 +456,7 @@ void HttpServer::handle_health(httplib::Response& res) const {
 
 namespace {
 // The engine keeps totals; a Prometheus counter only goes up, by the delta.
-void sync_counter(Counter& c, int64_t total) {
-  const double d = static_cast<double>(total) - c.value();
-  if (d > 0) c.inc(d);
-}
+void sync_counter(Counter& c, int64_t total) { c.sync_to(static_cast<double>(total)); }
 }  // namespace
 
 void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingStats& st) {
@@ -517,6 +519,12 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     live_sessions_.set(st.live_sessions);
     protected_blocks_.set(st.protected_blocks);
     sync_counter(protected_hits_, st.protected_hits);
+    prefix_blocks_.set(st.prefix_blocks);
+    kv_event_hashes_.set(static_cast<double>(st.kv_event_hashes));
+  }
+  if (!scrape_hooks_.empty()) {
+    std::lock_guard<std::mutex> lock(scrape_mu_);
+    for (const auto& fn : scrape_hooks_) fn();
   }
   if (grammars_) {
     const GrammarCacheStats gs = grammars_->stats();

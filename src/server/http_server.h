@@ -22,6 +22,7 @@
 #include "grammar/grammar_cache.h"
 
 #include <atomic>
+#include <functional>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -97,6 +98,10 @@ class HttpServer {
   bool draining() const { return draining_.load(); }
 
   MetricsRegistry& registry() { return registry_; }
+  // Run at each GET /metrics, before the text is made, one scrape at a time:
+  // brings metrics kept elsewhere (the KV event publisher's) up to date. Add
+  // hooks before start().
+  void add_scrape_hook(std::function<void()> fn) { scrape_hooks_.push_back(std::move(fn)); }
 
  private:
   void setup_routes();
@@ -157,6 +162,9 @@ class HttpServer {
   Gauge& live_sessions_;
   Gauge& protected_blocks_;
   Counter& protected_hits_;
+  Gauge& prefix_blocks_;
+  Gauge& kv_event_hashes_;
+  std::vector<std::function<void()>> scrape_hooks_;
   std::mutex scrape_mu_;  // counters are brought up to the engine's totals one scrape at a time
 
   std::atomic<uint64_t> next_id_{1};

@@ -27,6 +27,12 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 class Counter {
  public:
   void inc(double v = 1.0);  // v >= 0; a negative v is ignored (counters only go up)
+  // Brings the counter up to a total kept elsewhere (by the delta; a lower
+  // total changes nothing).
+  void sync_to(double total) {
+    const double d = total - value();
+    if (d > 0) inc(d);
+  }
   double value() const { return value_.load(std::memory_order_relaxed); }
 
  private:

@@ -4,6 +4,8 @@ AGENTKV_BIN; a missing model or binary makes the dependent tests skip, except
 under CI (CI=true), where every skip is reported as a failure: there a missing
 model, binary or package is a broken set-up, not a reason to pass."""
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -108,6 +110,27 @@ def start_module_server(serve_binary, model_path):
     pool = _ServerPool(serve_binary, model_path)
     yield pool
     pool.close()
+
+
+@pytest.fixture(scope="session")
+def make_adapter(serve_binary, model_path):
+    """make_adapter(out_dir, seed, *extra_flags) -> out_dir, a fresh PEFT adapter
+    made by `agentkv synth-adapter` (rank 8)."""
+    # A binary without the command answers with the top-level help (and 0).
+    r = subprocess.run([str(serve_binary), "synth-adapter", "--help"], capture_output=True, timeout=60)
+    if r.returncode != 0 or not re.search(rb"Usage: \S+ synth-adapter\b", r.stdout):
+        pytest.skip(f"`{serve_binary} synth-adapter --help` failed (rc={r.returncode}): the adapter "
+                    "tests need `agentkv synth-adapter` to make their adapters; rebuild with it")
+
+    def make(out, seed, *extra):
+        cmd = [str(serve_binary), "synth-adapter", "--model", str(model_path), "--out", str(out),
+               "--rank", "8", "--seed", str(seed), *map(str, extra)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr}"
+        assert (out / "adapter_config.json").is_file(), list(out.iterdir())
+        return out
+
+    return make
 
 
 @pytest.hookimpl(hookwrapper=True)

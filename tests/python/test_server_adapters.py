@@ -6,7 +6,6 @@ listed by /v1/models, loaded and unloaded at run time (vLLM's
 test_server_adapter_loading.py), the kv_sharing request field, the per-model
 metrics, and the startup checks of --adapter."""
 import json
-import re
 import subprocess
 
 import pytest
@@ -29,25 +28,9 @@ def lora_root(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def synth(serve_binary, model_path, lora_root):
-    """synth(name, seed, *extra_flags) -> path of a fresh PEFT adapter directory."""
-    # A binary without the command answers with the top-level help (and 0).
-    r = subprocess.run([str(serve_binary), "synth-adapter", "--help"], capture_output=True, timeout=60)
-    if r.returncode != 0 or not re.search(rb"Usage: \S+ synth-adapter\b", r.stdout):
-        pytest.skip(f"`{serve_binary} synth-adapter --help` failed (rc={r.returncode}): the adapter "
-                    "tests need `agentkv synth-adapter` to make their adapters; rebuild with it")
-    root = lora_root
-
-    def make(name, seed, *extra):
-        out = root / name
-        cmd = [str(serve_binary), "synth-adapter", "--model", str(model_path), "--out", str(out),
-               "--rank", "8", "--seed", str(seed), *map(str, extra)]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, f"{' '.join(cmd)}\n{p.stderr}"
-        assert (out / "adapter_config.json").is_file(), list(out.iterdir())
-        return out
-
-    return make
+def synth(make_adapter, lora_root):
+    """synth(name, seed, *extra_flags) -> path of a fresh PEFT adapter directory in lora_root."""
+    return lambda name, seed, *extra: make_adapter(lora_root / name, seed, *extra)
 
 
 @pytest.fixture(scope="module")
