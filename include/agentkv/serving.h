@@ -176,6 +176,9 @@ struct ServingOptions {
   // hands it one batch per step that changed the prefix cache, starting with
   // AllBlocksCleared. Unset: none are made.
   KvEventSink kv_events;
+  // Announce base-lineage blocks under the adapters that read them too
+  // (aLoRA, ICaRus decoders; kv_event_source.h). Off: the writer's name only.
+  bool kv_event_aliases = true;
   // RelayCaching captures (KV components: the hidden state entering the
   // relay's l_start and the influence score of every token): "on-request"
   // keeps room for them and captures for requests under kv_sharing relay,

@@ -420,6 +420,9 @@ void register_serve(CLI::App& app) {
       ->type_name("ENDPOINT");
   cmd->add_option("--kv-events-topic", a->kv_events.topic, "topic frame of every event message")
       ->capture_default_str();
+  cmd->add_flag("!--no-kv-events-aliases", e.kv_event_aliases,
+                "announce base blocks under the base's name only, not also under the aLoRA and ICaRus adapters "
+                "that read them (a router then cannot send those adapters to the replica holding the base's prefix)");
   cmd->add_option("--kv-events-buffer", a->kv_events.buffer_steps, "event batches kept for replay")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));

@@ -186,6 +186,7 @@ std::vector<std::optional<std::string>> ServingEngineImpl::lineage_readers(const
     // Base lineage: the base writes it, and the adapters the default scheme
     // lets read it. A shared lineage (full, droidspeak, lragent): any agent.
     out.push_back(std::nullopt);
+    if (!opts_.kv_event_aliases) return out;
     for (const AdapterInfo& a : adapters) {
       if (!lineage.empty() || default_scheme_->reads_base_lineage(a.kind)) out.push_back(a.name);
     }

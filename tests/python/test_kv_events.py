@@ -236,3 +236,18 @@ def test_off_without_the_flag_and_bad_endpoints_are_errors(start_server, serve_b
     m = server.metrics()
     assert metric(m, "agentkv_kv_events_hashes") == 0
     assert metric(m, "agentkv_kv_prefix_blocks") >= 100 // BLOCK
+
+
+def test_a_router_fed_the_events_finds_the_base_prefix_for_the_adapter(serve_binary, model_path):
+    """scripts/bench_kv_routing.py, small: with the aliases, every aLoRA
+    request goes to the replica that read its document under the base model."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, str(root / "scripts" / "bench_kv_routing.py"), "--agentkv", str(serve_binary),
+                        "--model", str(model_path), "--replicas", "2", "--docs", "6"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): line for line in r.stdout.splitlines() if line.startswith("| with")}
+    assert "| 6/6 (100%)" in rows["with aliases"], r.stdout
