@@ -7,20 +7,19 @@ missed, byte for byte; the stream is off without the flag."""
 import json
 import random
 import socket
-import threading
-import time
 
 import pytest
 
 from server_util import metric
 
 zmq = pytest.importorskip("zmq")
-msgspec = pytest.importorskip("msgspec")
+pytest.importorskip("msgspec")
 import vllm_kv_events  # noqa: E402
+from kv_events_client import Collector, apply, complete_sequence, decode_all, replay_from  # noqa: E402
 
 BLOCK = 16
 INVOCATION = " Answer:"
-END_SEQ = -1
+TOPIC = b"kv@test"
 
 
 @pytest.fixture(scope="module")
@@ -52,74 +51,12 @@ def setup(start_module_server, make_adapter, tmp_path_factory, vllm_events):
                                  "--api-key", "k1=t1", "--api-key", "k2=t2",
                                  "--adapter", f"a={root / 'a'}", "--adapter", f"inv={root / 'inv'}:alora",
                                  "--kv-events", f"tcp://127.0.0.1:{port}", "--kv-events-replay", replay,
-                                 "--kv-events-topic", "kv@test")
-    collector = Collector(sub)
+                                 "--kv-events-topic", TOPIC.decode())
+    collector = Collector(sub, TOPIC)
     yield server, collector, replay, vllm_events
     collector.close()
     sub.close(0)
     ctx.term()
-
-
-class Collector:
-    """A subscriber that reads all the time, as a router does: a ZeroMQ socket
-    handles its connections only when its owner calls into it, so a SUB read
-    only now and then would subscribe late and miss the batches sent before."""
-
-    def __init__(self, sub):
-        self.sub = sub
-        self.msgs = []
-        self.lock = threading.Lock()
-        self.stop = False
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        while not self.stop:
-            if self.sub.poll(50):
-                topic, seq, payload = self.sub.recv_multipart()
-                with self.lock:
-                    self.msgs.append((topic, int.from_bytes(seq, "big", signed=True), payload))
-
-    def take(self, quiet_s=1.0):
-        """Everything received until none came for quiet_s: [(seq, payload)]."""
-        while True:
-            n = len(self.msgs)
-            time.sleep(quiet_s)
-            if len(self.msgs) == n:
-                break
-        with self.lock:
-            got, self.msgs = self.msgs, []
-        assert all(t == b"kv@test" for t, _, _ in got)
-        return [(s, p) for _, s, p in got]
-
-    def close(self):
-        self.stop = True
-        self.thread.join(5)
-
-
-def receive(collector, quiet_s=1.0):
-    return collector.take(quiet_s)
-
-
-def replay_from(address, start):
-    ctx = zmq.Context.instance()
-    d = ctx.socket(zmq.DEALER)
-    d.connect(address)
-    d.send_multipart([b"", start.to_bytes(8, "big")])
-    got = []
-    try:
-        while True:
-            assert d.poll(10000), "no replay answer in 10 s"
-            empty, topic, seq, payload = d.recv_multipart()
-            assert empty == b""
-            seq = int.from_bytes(seq, "big", signed=True)
-            if seq == END_SEQ:
-                assert payload == b"" and topic == b""
-                return got
-            assert topic == b"kv@test"
-            got.append((seq, payload))
-    finally:
-        d.close(0)
 
 
 def complete(server, prompt, key, model=None, max_tokens=4):
@@ -129,25 +66,6 @@ def complete(server, prompt, key, model=None, max_tokens=4):
     status, data = server.post_json("/v1/completions", body, api_key=key)
     assert status == 200, data
     return json.loads(data)
-
-
-def apply(view, batch, vllm_events):
-    for ev in batch.events:
-        if isinstance(ev, vllm_events.AllBlocksCleared):
-            view.clear()
-        elif isinstance(ev, vllm_events.BlockStored):
-            assert len(ev.token_ids) == ev.block_size * len(ev.block_hashes) and ev.block_size == BLOCK
-            assert ev.medium == "CPU" and ev.lora_id is None
-            assert len(ev.extra_keys) == len(ev.block_hashes)
-            parent = ev.parent_block_hash
-            for i, h in enumerate(ev.block_hashes):
-                assert h not in view, "a hash stored twice"
-                view[h] = (ev.lora_name, parent, tuple(ev.token_ids[i * BLOCK:(i + 1) * BLOCK]), ev.extra_keys[i])
-                parent = h
-        else:
-            assert isinstance(ev, vllm_events.BlockRemoved)
-            for h in ev.block_hashes:
-                assert view.pop(h, None) is not None, "a hash removed that was never stored"
 
 
 def test_events_rebuild_the_prefix_index(setup):
@@ -161,27 +79,16 @@ def test_events_rebuild_the_prefix_index(setup):
         complete(server, d, key)
         complete(server, d + [rng.randrange(1000, 20000) for _ in range(20)], key, model="a")
         complete(server, server_text(d) + INVOCATION, key, model="inv")
-    msgs = receive(sub)
+    msgs = sub.take()
     assert msgs, "no event arrived"
     # The first batches may go before the subscription reaches the PUB
     # socket: replay fills what is missing, from 0.
-    have = dict(msgs)
-    missing = [s for s in range(max(have) + 1) if s not in have]
-    if missing:
-        for seq, payload in replay_from(replay, min(missing)):
-            if seq in have:
-                assert have[seq] == payload, "a replayed batch differs from the one published"
-            have[seq] = payload
-    assert sorted(have) == list(range(max(have) + 1)), "a gap the replay did not fill"
-    dec = msgspec.msgpack.Decoder(type=ev.KVEventBatch)
-    batches = [dec.decode(have[s]) for s in sorted(have)]
+    have = complete_sequence(msgs, replay, TOPIC)
+    batches = decode_all(have, ev)
     assert isinstance(batches[0].events[0], ev.AllBlocksCleared)
     assert all(b.data_parallel_rank == 0 for b in batches)
     view = {}
-    n_removed = 0
-    for b in batches:
-        n_removed += sum(len(e.block_hashes) for e in b.events if isinstance(e, ev.BlockRemoved))
-        apply(view, b, ev)
+    n_removed = sum(apply(view, b, ev, BLOCK) for b in batches)
     assert n_removed > 0, "the load evicted nothing: the pool is too large for the test"
     m = server.metrics()
     indexed = metric(m, "agentkv_kv_prefix_blocks")
@@ -211,16 +118,16 @@ def server_text(tokens):
 
 def test_replay_from_a_sequence_number(setup):
     server, sub, replay, ev = setup
-    receive(sub, 0.3)
-    complete(server, [rng_t for rng_t in range(3000, 3100)], "k1")
-    msgs = receive(sub)
+    sub.take(0.3)
+    complete(server, list(range(3000, 3100)), "k1")
+    msgs = sub.take()
     assert msgs
     first = msgs[0][0]
-    got = replay_from(replay, first)
+    got = replay_from(replay, first, TOPIC)
     assert [s for s, _ in got][:len(msgs)] == [s for s, _ in msgs]
     assert dict(got)[first] == msgs[0][1]
     # A start past the newest batch: only the end marker.
-    assert replay_from(replay, msgs[-1][0] + 1000) == []
+    assert replay_from(replay, msgs[-1][0] + 1000, TOPIC) == []
 
 
 def test_off_without_the_flag_and_bad_endpoints_are_errors(start_server, serve_binary, model_path):
