@@ -11,7 +11,7 @@
 #     anywhere;
 #   - proxy_next_upstream, POSTs included: a request a replica could not
 #     take or dropped before answering (down, refusing, killed) goes to the
-#     next. A completion has no effect but compute, so sending it again is
+#     next; a slow answer is not sent again (no retry on timeout). A completion has no effect but compute, so sending it again is
 #     safe; nginx never retries once an answer (a stream) has begun, and the
 #     client then gets the cut, as from one server. Admin calls (adapters,
 #     segments) act on one replica: send them to each replica's own port.
@@ -26,28 +26,29 @@ root=$PWD
 DIR=${AGENTKV_CLUSTER_DIR:-/tmp/agentkv-cluster}
 BIN=${AGENTKV_BIN:-$root/build/agentkv}
 say() { echo "[cluster] $*" >&2; }
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set /{/^set /d;p}' "$0" | sed 's/^# \{0,1\}//'; }
 
-# A pid file whose process runs (a zombie, killed but not yet reaped, does not).
+# A pid file whose process runs and is ours (agentkv or nginx; a zombie,
+# killed but not yet reaped, is not running; a reused pid is not ours).
 alive() {
   [ -f "$1" ] || return 1
-  local st
-  st=$(ps -o stat= -p "$(cat "$1")" 2>/dev/null) || return 1
-  [[ $st != Z* ]]
+  local st comm
+  read -r st comm < <(ps -o stat=,comm= -p "$(cat "$1")" 2>/dev/null) || return 1
+  [[ $st != Z* && ($comm == agentkv || $comm == nginx) ]]
 }
 
 stop() {
   if alive "$DIR/nginx.pid"; then
-    nginx -p "$DIR" -c "$DIR/nginx.conf" -s quit 2>/dev/null || kill "$(cat "$DIR/nginx.pid")"
+    nginx -p "$DIR" -c "$DIR/nginx.conf" -s quit 2>/dev/null || kill "$(cat "$DIR/nginx.pid")" 2>/dev/null || true
   fi
   for f in "$DIR"/replica-*.pid; do
     [ -e "$f" ] || continue
-    alive "$f" && kill -TERM "$(cat "$f")"  # drains, then exits
+    if alive "$f"; then kill -TERM "$(cat "$f")" 2>/dev/null || true; fi  # drains, then exits
   done
   for f in "$DIR"/replica-*.pid "$DIR/nginx.pid"; do
     [ -e "$f" ] || continue
     for _ in $(seq 1 100); do alive "$f" || break; sleep 0.1; done
-    alive "$f" && kill -KILL "$(cat "$f")"
+    if alive "$f"; then kill -KILL "$(cat "$f")" 2>/dev/null || true; fi
     rm -f "$f"
   done
   say "stopped"
@@ -79,7 +80,12 @@ start() {
   [[ $port =~ ^[0-9]+$ ]] && ((port > 0 && port + n < 65536)) || { say "--port must leave room for $n replicas"; exit 2; }
   command -v nginx >/dev/null || { say "nginx is missing: scripts/setup.sh installs it (Debian's nginx-light)"; exit 1; }
   [ -x "$BIN" ] || { say "$BIN is missing: build it (scripts/setup.sh)"; exit 1; }
-  if alive "$DIR/nginx.pid"; then say "already running (scripts/cluster.sh stop first)"; exit 1; fi
+  [[ $events != *'*'* && $events != *::* ]] || {
+    say "--kv-events must be a router's endpoint that the replicas connect to (tcp://HOST:PORT), not one they bind"; exit 2; }
+  for f in "$DIR/nginx.pid" "$DIR"/replica-*.pid; do
+    if alive "$f"; then say "already running (scripts/cluster.sh stop first)"; exit 1; fi
+  done
+  [[ $DIR != *[[:space:]\;\"\'{}]* ]] || { say "AGENTKV_CLUSTER_DIR may not contain spaces, quotes, ';' or braces (nginx.conf)"; exit 2; }
   mkdir -p "$DIR"
   rm -f "$DIR"/replica-*
   echo "$port" >"$DIR/port"
@@ -124,7 +130,7 @@ $servers    keepalive 32;
       proxy_buffering off;
       proxy_read_timeout 600s;
       proxy_connect_timeout 2s;
-      proxy_next_upstream error timeout http_502 http_503 non_idempotent;
+      proxy_next_upstream error http_502 http_503 non_idempotent;
       proxy_next_upstream_tries 3;
       add_header X-Agentkv-Upstream \$upstream_addr always;
     }

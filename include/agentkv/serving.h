@@ -176,8 +176,9 @@ struct ServingOptions {
   // hands it one batch per step that changed the prefix cache, starting with
   // AllBlocksCleared. Unset: none are made.
   KvEventSink kv_events;
-  // Announce base-lineage blocks under the adapters that read them too
-  // (aLoRA, ICaRus decoders; kv_event_source.h). Off: the writer's name only.
+  // Announce blocks under every model the default scheme lets read them
+  // (base blocks under aLoRA and ICaRus adapters; kv_event_source.h). Off:
+  // one name per block.
   bool kv_event_aliases = true;
   // RelayCaching captures (KV components: the hidden state entering the
   // relay's l_start and the influence score of every token): "on-request"
@@ -262,7 +263,7 @@ struct ServingStats {
   int32_t live_sessions = 0;          // agent sessions with time left
   int32_t protected_blocks = 0;       // KV blocks a session protects
   int64_t protected_hits = 0;         // cumulative: prefix and segment hits on protected blocks
-  int32_t prefix_blocks = 0;          // blocks findable in the prefix index (exact and approximate)
+  int32_t prefix_blocks = 0;          // blocks registered in the prefix index (exact and approximate)
   int64_t kv_event_hashes = 0;        // KV cache events: hashes announced and not removed (aliases too)
 };
 

@@ -93,6 +93,13 @@ std::vector<AdapterInfo> AdapterRegistry::list() const {
   return out;
 }
 
+std::vector<AdapterRegistry::Brief> AdapterRegistry::briefs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Brief> out;
+  for (const auto& [name, a] : by_name_) out.push_back({name, a->kind, a->id});
+  return out;
+}
+
 std::vector<std::string> AdapterRegistry::peers_locked(const Adapter& a) const {
   std::vector<std::string> out;
   if (a.v_a_id.empty()) return out;

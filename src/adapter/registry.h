@@ -46,6 +46,14 @@ class AdapterRegistry {
   Status unload(const std::string& name);  // kNotFound for an unknown name
   std::shared_ptr<const Adapter> find(const std::string& name) const;  // null if unknown
   std::vector<AdapterInfo> list() const;                              // sorted by name
+  // Name, kind and content id of each, sorted by name: list() without the
+  // shared-A groups (which compare weights), for the engine thread.
+  struct Brief {
+    std::string name;
+    AdapterKind kind = AdapterKind::kLora;
+    std::string id;
+  };
+  std::vector<Brief> briefs() const;
   // Loaded adapters, `a` aside, whose v_proj A is bit for bit a's (its
   // shared-A group's other members; a need not be loaded).
   int32_t shared_a_peers(const Adapter& a) const;

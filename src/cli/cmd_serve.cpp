@@ -329,6 +329,7 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   std::fprintf(stderr, "agentkv: draining (up to %g s)\n", a.server.shutdown_timeout_s);
   http.drain();
+  if (events) events->flush(1.0);  // _Exit below runs no destructor: send the last batches now
   if (!a.segment_dir.empty()) {
     const std::vector<SegmentSpec> segs = engine->frozen_segment_specs();
     Status st = server::save_segments(a.segment_dir, model_id, segs);

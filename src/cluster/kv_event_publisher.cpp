@@ -1,6 +1,8 @@
 #include "cluster/kv_event_publisher.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -35,7 +37,6 @@ struct KvEventPublisher::Impl {
   zmq::socket_t pub{ctx, zmq::socket_type::pub};
   std::unique_ptr<zmq::socket_t> replay;
   std::deque<std::pair<int64_t, std::string>> buffer;  // seq, payload
-  int64_t next_seq = 0;
 };
 
 KvEventPublisher::KvEventPublisher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -88,29 +89,51 @@ KvEventPublisher::~KvEventPublisher() {
 }
 
 void KvEventPublisher::publish(KvEventBatch&& batch) {
+  const size_t n = batch.events.size();
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!stop_ && queue_.size() < opts_.max_queue) {
-      queue_.push_back(std::move(batch));
+    if (!stop_ && queued_events_ + n <= opts_.max_events) {
+      queued_events_ += n;
+      if (queue_.size() >= opts_.max_queue && !queue_.empty()) {
+        KvEventBatch& last = queue_.back().batch;
+        last.ts = batch.ts;
+        for (KvEvent& e : batch.events) last.events.push_back(std::move(e));
+      } else {
+        queue_.push_back({next_seq_++, std::move(batch)});
+      }
       cv_.notify_one();
       return;
     }
+    ++next_seq_;  // the gap a subscriber sees
   }
   ++dropped_;
-  events_dropped_ += batch.events.size();
+  events_dropped_ += n;
+}
+
+void KvEventPublisher::flush(double timeout_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  const int64_t last = next_seq_ - 1;
+  sent_cv_.wait_for(lk, std::chrono::duration<double>(timeout_s), [&] { return sent_seq_ >= last; });
 }
 
 void KvEventPublisher::run() {
   Impl& s = *impl_;
   const std::string topic = opts_.topic;
   bool warned = false;
+  bool send_failed = false;
   auto send = [&](zmq::socket_t& sock, const std::vector<std::string>& frames) {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                               : zmq::send_flags::dontwait;
-      if (!sock.send(zmq::buffer(frames[i]), flags)) return false;
+    try {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                                 : zmq::send_flags::dontwait;
+        if (!sock.send(zmq::buffer(frames[i]), flags)) return false;
+      }
+      return true;
+    } catch (const zmq::error_t& e) {
+      if (!send_failed) std::fprintf(stderr, "agentkv: kv-events: send failed: %s (said once)\n", e.what());
+      send_failed = true;
+      return false;
     }
-    return true;
   };
   auto serve_replay = [&] {
     std::vector<zmq::message_t> req;
@@ -121,7 +144,7 @@ void KvEventPublisher::run() {
       req.push_back(std::move(m));
       if (!more) break;
     }
-    if (req.size() != 3 || req[2].size() != 8) {
+    if (req.size() != 3) {
       if (!req.empty() && !warned) {
         std::fprintf(stderr, "agentkv: kv-events: ignored a replay request of %zu frames (want identity, \"\", seq)\n",
                      req.size());
@@ -130,35 +153,50 @@ void KvEventPublisher::run() {
       return;
     }
     const std::string id = req[0].to_string();
+    // Unsigned, of any length, as vLLM reads it; past int64: nothing to replay.
     int64_t start = 0;
     const auto* b = static_cast<const uint8_t*>(req[2].data());
-    for (int i = 0; i < 8; ++i) start = (start << 8) | b[i];
+    for (size_t i = 0; i < req[2].size() && start >= 0; ++i) {
+      start = start > (INT64_MAX >> 8) ? -1 : (start << 8) | b[i];
+    }
+    if (start < 0) start = INT64_MAX;
     for (const auto& [seq, payload] : s.buffer) {
       if (seq >= start) send(*s.replay, {id, "", topic, be64(seq), payload});
     }
     send(*s.replay, {id, "", "", be64(-1), ""});
   };
   for (;;) {
-    std::deque<KvEventBatch> todo;
+    std::deque<Queued> todo;
     bool stopping = false;
+    int64_t last_seq = -1;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait_for(lk, std::chrono::milliseconds(s.replay ? 20 : 200), [&] { return stop_ || !queue_.empty(); });
       todo.swap(queue_);
+      queued_events_ = 0;
       stopping = stop_;
+      last_seq = next_seq_ - 1;
     }
     if (s.replay) {
       zmq::pollitem_t item{static_cast<void*>(*s.replay), 0, ZMQ_POLLIN, 0};
-      while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0 && (item.revents & ZMQ_POLLIN)) serve_replay();
+      try {
+        while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0 && (item.revents & ZMQ_POLLIN)) serve_replay();
+      } catch (const zmq::error_t& e) {
+        std::fprintf(stderr, "agentkv: kv-events: replay: %s\n", e.what());
+      }
     }
-    for (KvEventBatch& b : todo) {
-      const int64_t seq = s.next_seq++;
-      std::string payload = encode_kv_event_batch(b, opts_.data_parallel_rank);
-      send(s.pub, {topic, be64(seq), payload});  // at the HWM, PUB drops as vLLM's does
+    for (Queued& q : todo) {
+      std::string payload = encode_kv_event_batch(q.batch, opts_.data_parallel_rank);
+      send(s.pub, {topic, be64(q.seq), payload});  // at the HWM, PUB drops as vLLM's does
       ++published_;
-      s.buffer.emplace_back(seq, std::move(payload));
+      s.buffer.emplace_back(q.seq, std::move(payload));
       if (s.buffer.size() > opts_.buffer_steps) s.buffer.pop_front();
     }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      sent_seq_ = std::max(sent_seq_, last_seq);
+    }
+    sent_cv_.notify_all();
     if (stopping) break;
   }
 }

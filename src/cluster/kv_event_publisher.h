@@ -12,9 +12,13 @@
 // inproc://, and connected to otherwise (vLLM's rule); the replay endpoint is
 // always bound.
 //
-// publish() never blocks the engine: batches wait in a bounded queue for the
-// publisher's thread, and a batch that finds the queue full is dropped and
-// counted (a subscriber then sees a gap in the sequence numbers).
+// publish() never blocks the engine: batches wait in a queue for the
+// publisher's thread. A batch that finds max_queue batches waiting joins the
+// last of them (nothing is lost, fewer messages go out). Past max_events
+// events waiting, a batch is dropped and counted, and its sequence number
+// is skipped: a subscriber sees a gap that replay cannot fill, and must
+// resynchronise (start over from the replica's next AllBlocksCleared, or
+// drop what it knows of this replica).
 #pragma once
 
 #include <atomic>
@@ -35,7 +39,8 @@ struct KvEventPublisherOptions {
   std::string endpoint;         // e.g. tcp://*:5557 (bind) or tcp://router:5557 (connect)
   std::string replay_endpoint;  // "": no replay
   std::string topic;
-  size_t max_queue = 10000;     // batches waiting for the thread
+  size_t max_queue = 10000;     // batches waiting for the thread; past it, batches merge
+  size_t max_events = 1 << 20;  // events waiting; past it, batches are dropped
   size_t buffer_steps = 10000;  // batches kept for replay
   int hwm = 100000;             // the PUB socket's send high-water mark
   int32_t data_parallel_rank = 0;
@@ -53,6 +58,9 @@ class KvEventPublisher {
 
   // Any thread; never blocks on the network.
   void publish(KvEventBatch&& batch);
+  // Waits until every batch published so far has been sent, for at most
+  // timeout_s (a process about to exit without destructors calls this).
+  void flush(double timeout_s);
 
   uint64_t n_published() const { return published_.load(); }  // batches sent
   uint64_t n_dropped() const { return dropped_.load(); }      // batches dropped, queue full
@@ -71,7 +79,15 @@ class KvEventPublisher {
   std::string endpoint_, replay_endpoint_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<KvEventBatch> queue_;
+  struct Queued {
+    int64_t seq = 0;
+    KvEventBatch batch;
+  };
+  std::deque<Queued> queue_;
+  size_t queued_events_ = 0;
+  int64_t next_seq_ = 0;  // numbers are given at publish(), so a dropped batch leaves a gap
+  int64_t sent_seq_ = -1; // the last sequence number sent (or skipped)
+  std::condition_variable sent_cv_;
   bool stop_ = false;
   std::atomic<uint64_t> published_{0}, dropped_{0}, events_dropped_{0};
   std::thread thread_;

@@ -32,19 +32,24 @@ void KvEventSource::block_stored(int32_t block, const BlockKey& key, uint64_t pa
     // The parent's block still holds what the key was chained from.
     if (it != announced_.end() && !it->second.empty() && it->second.front().hash == parent_hash) parent = &it->second;
   }
-  std::vector<Announced>& mine = announced_[block];
+  std::vector<Announced> mine;
   for (size_t i = 0; i < names.size(); ++i) {
     const std::optional<std::string>& name = names[i];
     const uint64_t h = i == 0 ? key.hash : alias_hash(key.hash, name.value_or(""));
     std::optional<uint64_t> p;
     if (parent_hash != kRootHash) {
-      p = parent_hash;  // the writer's chain, unless the parent was announced under this name too
+      // The parent as announced under this name. The writer's block falls
+      // back to the chain it was hashed on; an alias whose parent has no
+      // alias under its name (an adapter loaded since) would hang off a
+      // chain no router walks under that name, and is not announced.
       if (parent != nullptr) {
         for (const Announced& a : *parent) {
           if (a.name == name) p = a.hash;
         }
-      } else if (i > 0) {
-        p = alias_hash(parent_hash, name.value_or(""));
+      }
+      if (!p) {
+        if (i > 0) continue;
+        p = parent_hash;
       }
     }
     std::vector<std::string> ek;
@@ -55,6 +60,7 @@ void KvEventSource::block_stored(int32_t block, const BlockKey& key, uint64_t pa
     mine.push_back({name, h});
     ++n_hashes_;
   }
+  announced_[block] = std::move(mine);
 }
 
 void KvEventSource::append_stored(const std::optional<std::string>& name, uint64_t hash,

@@ -7,10 +7,11 @@
 // lineage: the base, an adapter, or a shared lineage under the base's name),
 // then under aliases: the adapters that read that lineage too (an aLoRA
 // adapter before its invocation, an ICaRus decoder: the scheme says, through
-// SharingScheme::reads_base_lineage). An alias gets its own hash,
-// alias_hash(primary, name), chained from the parent's hash under the same
+// SharingScheme::reads_lineage). An alias gets its own hash,
+// alias_hash(primary, name), chained from the parent's alias under the same
 // name, so a router that keys blocks by (hash, lora_name) sees one
-// consistent chain per name. Blocks with approximate K/V (segment reuse) are
+// consistent chain per name; an alias whose parent has none (an adapter
+// loaded after the parent was stored) is not announced. Blocks with approximate K/V (segment reuse) are
 // not announced: they never serve a prefix hit.
 //
 // Engine thread only. Events wait here until take(), once per step.

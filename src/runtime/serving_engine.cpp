@@ -181,19 +181,22 @@ void ServingEngineImpl::flush_kv_events() {
 
 std::vector<std::optional<std::string>> ServingEngineImpl::lineage_readers(const std::string& lineage) const {
   std::vector<std::optional<std::string>> out;
-  const std::vector<AdapterInfo> adapters = adapters_.list();
+  const std::vector<AdapterRegistry::Brief> adapters = adapters_.briefs();
   if (lineage.empty() || lineage.starts_with("shared:")) {
-    // Base lineage: the base writes it, and the adapters the default scheme
-    // lets read it. A shared lineage (full, droidspeak, lragent): any agent.
-    out.push_back(std::nullopt);
-    if (!opts_.kv_event_aliases) return out;
-    for (const AdapterInfo& a : adapters) {
-      if (!lineage.empty() || default_scheme_->reads_base_lineage(a.kind)) out.push_back(a.name);
+    // The base lineage: the base writes it, and the adapters the default
+    // scheme lets read it follow. A shared lineage: whichever models the
+    // scheme lets read and write it, the base first when it is one.
+    const std::string_view tag = lineage.empty() ? std::string_view() : std::string_view(lineage).substr(7);
+    if (lineage.empty() || default_scheme_->reads_lineage(std::nullopt, tag)) out.push_back(std::nullopt);
+    for (const AdapterRegistry::Brief& a : adapters) {
+      if (!opts_.kv_event_aliases && !out.empty()) break;
+      if (default_scheme_->reads_lineage(a.kind, tag)) out.push_back(a.name);
     }
     return out;
   }
-  for (const AdapterInfo& a : adapters) {
+  for (const AdapterRegistry::Brief& a : adapters) {
     if (a.id == lineage) out.push_back(a.name);
+    if (!opts_.kv_event_aliases && !out.empty()) break;
   }
   if (out.empty()) out.push_back(lineage);  // its adapter is unloaded: named by its content id
   return out;

@@ -101,7 +101,7 @@ HttpServer::HttpServer(ServerConfig cfg)
       protected_hits_(registry_.counter("agentkv_session_protected_hits_total",
                                         "Prefix and segment hits on KV blocks a session protects.")),
       prefix_blocks_(registry_.gauge("agentkv_kv_prefix_blocks",
-                                     "KV blocks findable in the prefix index (exact and approximate).")),
+                                     "KV blocks registered in the prefix index (exact and approximate).")),
       kv_event_hashes_(registry_.gauge("agentkv_kv_events_hashes",
                                        "Block hashes the KV cache events announced and have not removed "
                                        "(aliases included; 0 without --kv-events).")) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -87,11 +88,14 @@ class SharingScheme {
     (void)n_layers;
     return Status::ok();
   }
-  // Whether an adapter of this kind may hit KV blocks of the base lineage
-  // under this scheme (aLoRA before its invocation, an ICaRus decoder): KV
-  // cache events then announce base blocks under its name too.
-  virtual bool reads_base_lineage(AdapterKind kind) const {
+  // Whether a request of this scheme, of a model of this kind (nullopt: the
+  // base model), may hit KV blocks that another model wrote under `tag`:
+  // "" for the base lineage (aLoRA before its invocation, an ICaRus
+  // decoder), else a SeqSharing::shared_lineage tag ("full", ...). KV cache
+  // events announce such blocks under each such model's name too.
+  virtual bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const {
     (void)kind;
+    (void)tag;
     return false;
   }
   // Segment-reuse schemes: a planner for one request (params checked);
@@ -101,6 +105,11 @@ class SharingScheme {
     return nullptr;
   }
 };
+
+// The shared-K/V schemes (full, droidspeak, lragent-*): the base model and
+// plain LoRA adapters read and write one shared lineage; aLoRA and ICaRus
+// adapters keep their own rules.
+inline bool shared_kv_reader(std::optional<AdapterKind> kind) { return !kind || *kind == AdapterKind::kLora; }
 
 // Server-wide defaults of the segment-reuse parameters (SCHEMES.md §4-6).
 inline constexpr double kCacheblendDefaultRatio = 0.15;   // LMCache's default

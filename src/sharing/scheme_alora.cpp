@@ -21,7 +21,9 @@ class SchemeAlora final : public SharingScheme {
     }
     return s;
   }
-  bool reads_base_lineage(AdapterKind kind) const override { return kind == AdapterKind::kAlora; }
+  bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
+    return tag.empty() && kind == AdapterKind::kAlora;
+  }
 };
 
 }  // namespace

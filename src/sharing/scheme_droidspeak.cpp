@@ -68,6 +68,9 @@ class SchemeDroidspeak final : public SharingScheme {
     }
     return Status::ok();
   }
+  bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
+    return tag == "droidspeak" && shared_kv_reader(kind);
+  }
 };
 
 }  // namespace

@@ -22,6 +22,9 @@ class SchemeFull final : public SharingScheme {
     s.shared_lineage = "full";
     return s;
   }
+  bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
+    return tag == "full" && shared_kv_reader(kind);
+  }
 };
 
 }  // namespace

@@ -22,7 +22,9 @@ class SchemeIcarus final : public SharingScheme {
     }
     return s;
   }
-  bool reads_base_lineage(AdapterKind kind) const override { return kind == AdapterKind::kIcarus; }
+  bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
+    return tag.empty() && kind == AdapterKind::kIcarus;
+  }
 };
 
 }  // namespace

@@ -57,6 +57,9 @@ class SchemeLragentBase final : public SharingScheme {
   Result<SeqSharing> plan_request(const PlanContext& c) const override {
     return lragent_plan(name(), c, false);
   }
+  bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
+    return tag == "lragent" && shared_kv_reader(kind);
+  }
 };
 
 class SchemeLragentBaseLr final : public SharingScheme {
@@ -67,6 +70,9 @@ class SchemeLragentBaseLr final : public SharingScheme {
   }
   Result<SeqSharing> plan_request(const PlanContext& c) const override {
     return lragent_plan(name(), c, true);
+  }
+  bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
+    return tag == "lragent" && shared_kv_reader(kind);
   }
 };
 

@@ -84,7 +84,7 @@ TEST(KvEventSource, ViewFollowsTheIndexThroughEviction) {
   view.apply(src.take(2.0));
   EXPECT_EQ(static_cast<int32_t>(view.blocks.size()), kv.pool().index().size());
   EXPECT_EQ(src.n_hashes(), kv.pool().index().size());
-  // Every parent the view names is a block it holds or has held; the first block has none.
+  // A sequence's first block has no parent; every other block names one.
   for (const auto& [h, b] : view.blocks) {
     if (b.tokens.front() % 100 == 0 && b.tokens.front() < 200) {
       EXPECT_FALSE(b.parent.has_value());
@@ -131,6 +131,33 @@ TEST(KvEventSource, AliasesChainUnderTheirOwnName) {
   view.apply(src.take(2.0));
   EXPECT_TRUE(view.blocks.empty());
   EXPECT_EQ(src.n_hashes(), 0);
+}
+
+TEST(KvEventSource, AnAliasWhoseParentHasNoneIsNotAnnounced) {
+  KvManager kv(8, kBs);
+  std::vector<std::optional<std::string>> readers = {std::nullopt};
+  KvEventSource src(kBs, "CPU", [&](const std::string&) { return readers; });
+  kv.set_block_observer(&src);
+  View view;
+  const std::vector<int32_t> t = seq(0, 13);
+  KvBlocks hit = kv.get_computed_blocks(t, {});
+  ASSERT_TRUE(kv.allocate_slots(1, 13, hit).is_ok());
+  kv.commit_full_blocks(1, std::span<const int32_t>(t).first(8), {});
+  view.apply(src.take(1.0));
+  readers = {std::nullopt, "late"};  // an adapter loaded now
+  kv.commit_full_blocks(1, t, {});   // the third block: its parent has no "late" alias
+  run(kv, 2, seq(500, 5), {});       // a new chain: aliased from its root
+  view.apply(src.take(2.0));
+  int late = 0;
+  for (const auto& [h, b] : view.blocks) {
+    if (b.name == "late") {
+      ++late;
+      EXPECT_EQ(b.tokens.front(), 500);
+      EXPECT_FALSE(b.parent.has_value());
+    }
+  }
+  EXPECT_EQ(late, 1);
+  EXPECT_EQ(src.n_hashes(), 5);  // 4 base blocks + 1 alias
 }
 
 TEST(KvEventSource, ApproximateBlocksAndTenantsKeys) {
