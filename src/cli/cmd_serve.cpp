@@ -23,6 +23,7 @@
 #include "adapter/registry.h"
 #include "agentkv/serving.h"
 #include "cluster/kv_event_publisher.h"
+#include "cluster/redis_kv_tier.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "server/adapter_path.h"
@@ -47,6 +48,7 @@ struct ServeArgs {
   std::string config_path;
   bool no_prefix_caching = false;
   cluster::KvEventPublisherOptions kv_events;  // endpoint "": no KV cache events
+  cluster::RedisKvTierOptions kv_remote;       // url "": no remote tier
 };
 
 // Set by the signal handler, polled by the main thread: a lock-free atomic
@@ -298,6 +300,29 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
                  events->replay_endpoint().empty() ? "" : ", replay on ", events->replay_endpoint().c_str(),
                  a.kv_events.topic.c_str());
   }
+  std::shared_ptr<cluster::RedisKvTier> remote;
+  if (!a.kv_remote.url.empty()) {
+    AKV_ASSIGN_OR_RETURN(std::unique_ptr<cluster::RedisKvTier> t, cluster::RedisKvTier::start(a.kv_remote));
+    remote = std::move(t);
+    a.engine.kv_remote = remote;
+    auto& reg = http.registry();
+    server::Counter& written = reg.counter("agentkv_kv_remote_written_total", "KV blocks written to the remote tier.");
+    server::Counter& wbytes = reg.counter("agentkv_kv_remote_written_bytes_total", "Bytes written to the remote tier.");
+    server::Counter& dropped = reg.counter("agentkv_kv_remote_writes_dropped_total",
+                                           "KV blocks not written to the remote tier (down, full, or queue full).");
+    server::Counter& errors = reg.counter("agentkv_kv_remote_errors_total",
+                                          "Failed remote tier calls (connection lost, timeout, refused).");
+    server::Gauge& up = reg.gauge("agentkv_kv_remote_up", "1 while the remote tier answers, else 0.");
+    http.add_scrape_hook([&written, &wbytes, &dropped, &errors, &up, t = remote.get()] {
+      const cluster::RedisKvTierStats st = t->stats();
+      written.sync_to(static_cast<double>(st.written));
+      wbytes.sync_to(static_cast<double>(st.write_bytes));
+      dropped.sync_to(static_cast<double>(st.writes_dropped));
+      errors.sync_to(static_cast<double>(st.errors));
+      up.set(st.up ? 1 : 0);
+    });
+    std::fprintf(stderr, "agentkv: remote KV tier %s (ttl %d s)\n", a.kv_remote.url.c_str(), a.kv_remote.ttl_s);
+  }
   AKV_ASSIGN_OR_RETURN(const int port, http.start());
   std::fprintf(stderr, "agentkv: loading %s (GET /health answers 503 until ready)\n",
                a.engine.model_path.c_str());
@@ -424,6 +449,19 @@ void register_serve(CLI::App& app) {
   cmd->add_flag("!--no-kv-events-aliases", e.kv_event_aliases,
                 "announce base blocks under the base's name only, not also under the aLoRA and ICaRus adapters "
                 "that read them (a router then cannot send those adapters to the replica holding the base's prefix)");
+  cmd->add_option("--kv-remote", a->kv_remote.url,
+                  "share cached KV blocks with other replicas through Redis (or Valkey) at redis://HOST:PORT[/DB]: "
+                  "exact blocks are written there, and a prompt whose prefix is not cached here loads it from "
+                  "there when that is faster than recomputing; off when unset (docs/cluster.md)")
+      ->type_name("URL");
+  cmd->add_option("--kv-remote-ttl-s", a->kv_remote.ttl_s, "expiry of each block written to --kv-remote")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 30 * 24 * 3600));
+  cmd->add_option("--kv-remote-wait-s", e.kv_remote_wait_s,
+                  "the longest a request waits for its blocks from --kv-remote (less when recomputing them is "
+                  "estimated faster)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10.0));
   cmd->add_option("--kv-events-buffer", a->kv_events.buffer_steps, "event batches kept for replay")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));

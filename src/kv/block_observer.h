@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kv/prefix_index.h"
 
@@ -19,6 +20,22 @@ class BlockObserver {
   virtual void block_stored(int32_t block, const BlockKey& key, uint64_t parent_hash) = 0;
   // `block`, registered under `key` until now, is no longer findable.
   virtual void block_removed(int32_t block, const BlockKey& key) = 0;
+};
+
+// Several observers on one pool, told in order.
+class BlockObservers final : public BlockObserver {
+ public:
+  void add(BlockObserver* o) { list_.push_back(o); }
+  bool empty() const { return list_.empty(); }
+  void block_stored(int32_t block, const BlockKey& key, uint64_t parent_hash) override {
+    for (BlockObserver* o : list_) o->block_stored(block, key, parent_hash);
+  }
+  void block_removed(int32_t block, const BlockKey& key) override {
+    for (BlockObserver* o : list_) o->block_removed(block, key);
+  }
+
+ private:
+  std::vector<BlockObserver*> list_;
 };
 
 }  // namespace agentkv

@@ -168,6 +168,52 @@ void KvManager::commit_full_blocks(RequestId id, std::span<const int32_t> tokens
   }
 }
 
+std::vector<int32_t> KvManager::import_blocks(std::span<const int32_t> tokens, const ExtraKeys& first_keys,
+                                             int32_t n_first, const ExtraKeys& keys, int32_t from, int32_t n) {
+  // As lookups: never the block holding the last token (its logits must be computed).
+  const int32_t n_full = tokens.empty() ? 0 : static_cast<int32_t>((tokens.size() - 1) / block_size_);
+  n = std::min(n, n_full - from);
+  if (from < 0 || n <= 0) return {};
+  const KvBlocks hit = get_computed_blocks_split(tokens, first_keys, n_first, keys);
+  if (hit.n_blocks() != from) return {};
+  // Pin the prefix: the allocation below must not evict the parent we chain to.
+  std::vector<int32_t> pinned;
+  for (const BlockRef& r : hit.blocks_) {
+    pool_.touch(r.id);
+    pinned.push_back(r.id);
+  }
+  auto got = pool_.allocate(std::min(n, pool_.n_available()));
+  pool_.release(pinned);
+  if (!got.is_ok()) return {};
+  std::vector<int32_t> blocks = std::move(got).value();
+  const std::string first_extra = first_keys.serialize(), extra = keys.serialize();
+  uint64_t last_hash = hit.last_hash_;
+  BlockRef parent = hit.blocks_.empty() ? BlockRef{} : hit.blocks_.back();
+  size_t done = 0;
+  for (; done < blocks.size(); ++done) {
+    const int32_t i = from + static_cast<int32_t>(done);
+    BlockKey key;
+    key.extra = i < n_first ? first_extra : extra;
+    key.tokens.assign(tokens.begin() + static_cast<size_t>(i) * block_size_,
+                      tokens.begin() + static_cast<size_t>(i + 1) * block_size_);
+    key.hash = hash_(last_hash, key.tokens, key.extra);
+    key.parent = parent;
+    if (pool_.find_cached(key) >= 0 || pool_.index().holder(key.hash) >= 0) break;
+    const uint64_t seg_hash = hash_(kRootHash, key.tokens, key.extra);
+    const uint64_t h = key.hash;
+    if (!pool_.cache(blocks[done], std::move(key), last_hash)) break;
+    const BlockRef prev = pool_.is_current(parent) ? parent : BlockRef{};
+    parent = pool_.ref_of(blocks[done]);
+    if (segments_.find(seg_hash) == nullptr) segments_.add(parent, seg_hash, i * block_size_, prev);
+    last_hash = h;
+  }
+  if (done < blocks.size()) {
+    pool_.release(std::vector<int32_t>(blocks.begin() + static_cast<ptrdiff_t>(done), blocks.end()));
+    blocks.resize(done);
+  }
+  return blocks;
+}
+
 std::vector<SegmentHit> KvManager::find_segments(std::span<const int32_t> tokens, int32_t from,
                                                  const ExtraKeys& keys, int32_t min_tokens) const {
   const std::string extra = keys.serialize();

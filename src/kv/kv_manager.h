@@ -117,6 +117,19 @@ class KvManager {
   void segment_hit_used(const SegmentHit& hit);
   const SegmentIndex& segments() const { return segments_; }
 
+  // Blocks computed elsewhere (a remote tier), for the full blocks
+  // [from, from + n) of `tokens` under the split keys (blocks before n_first
+  // under first_keys, as get_computed_blocks_split): when the cached prefix
+  // of `tokens` is exactly `from` blocks, takes up to n blocks, registers
+  // them chained after it, and returns them, held, in order (fewer when the
+  // pool runs short or a hash is taken). The caller writes their K/V and
+  // then calls release_imported(); nothing else may touch the KV manager in
+  // between. Empty when the cached prefix is not `from` blocks.
+  std::vector<int32_t> import_blocks(std::span<const int32_t> tokens, const ExtraKeys& first_keys, int32_t n_first,
+                                     const ExtraKeys& keys, int32_t from, int32_t n);
+  // The imported blocks become ordinary cached blocks (on the LRU).
+  void release_imported(const std::vector<int32_t>& blocks) { pool_.release(blocks); }
+
   // Releases the request's blocks, tail first, so that under pressure a
   // sequence's tail is evicted before its (more shareable) head.
   void free(RequestId id);

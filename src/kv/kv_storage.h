@@ -41,6 +41,9 @@ class KvStorage {
 
   // One token's K or V at a layer, geometry().row_bytes() bytes of dtype
   // (copies between slots).
+  // All of one block's bytes (every layer's K and V), geometry().block_bytes() long.
+  uint8_t* block_data(int32_t block) { return data_.data() + int64_t{block} * g_.block_bytes(); }
+  const uint8_t* block_data(int32_t block) const { return data_.data() + int64_t{block} * g_.block_bytes(); }
   uint8_t* k_at(int32_t layer, int32_t block, int32_t offset);
   uint8_t* v_at(int32_t layer, int32_t block, int32_t offset);
   // The same row widened to f32: dst[kv_dim].

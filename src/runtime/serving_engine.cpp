@@ -1,6 +1,7 @@
 // The serving engine: one thread that turns the scheduler's plans into runner
 // Steps and the runner's logits into tokens and client events. Submissions,
 // cancellations and drains come from other threads through a small inbox.
+#include "kv/remote_block.h"
 #include "runtime/serving_engine_impl.h"
 
 namespace agentkv {
@@ -153,10 +154,18 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (opts.kv_events) {
     e->kv_events_ = std::make_unique<KvEventSource>(
         opts.block_size, "CPU", [p = e.get()](const std::string& lineage) { return p->lineage_readers(lineage); });
-    e->kv_->set_block_observer(e->kv_events_.get());
+    e->observers_.add(e->kv_events_.get());
     e->kv_events_->clear_all();
     e->flush_kv_events();
   }
+  if (opts.kv_remote) {
+    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
+    e->remote_model_tag_ = remote_model_tag(model_id, g.n_layers, g.kv_heads, g.head_dim, g.block_size, opts.kv_dtype);
+    e->remote_recorder_ = e->make_remote_recorder();
+    e->observers_.add(e->remote_recorder_.get());
+    opts.kv_remote->set_notify([p = e.get()] { p->wake_.notify_all(); });
+  }
+  if (!e->observers_.empty()) e->kv_->set_block_observer(&e->observers_);
   e->publish_stats();
   e->thread_ = std::thread([p = e.get()] { p->loop(); });
   return e;
@@ -171,6 +180,7 @@ ServingEngineImpl::~ServingEngineImpl() {
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (kv_) kv_->set_block_observer(nullptr);
+  if (opts_.kv_remote) opts_.kv_remote->set_notify(nullptr);
 }
 
 void ServingEngineImpl::flush_kv_events() {
@@ -349,9 +359,14 @@ void ServingEngineImpl::publish_stats() {
 
 void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all) {
   std::unique_lock<std::mutex> lk(mu_);
-  wake_.wait(lk, [&] {
+  auto ready = [&] {
     return stopping_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || sched_->has_work();
-  });
+  };
+  if (remote_wait_.empty()) {
+    wake_.wait(lk, ready);
+  } else {
+    wake_.wait_for(lk, std::chrono::milliseconds(1), ready);  // answers and deadlines of the remote tier
+  }
   fresh->swap(inbox_);
   cancels->swap(cancels_);
   *cancel_all = cancel_all_;
@@ -404,8 +419,9 @@ void ServingEngineImpl::loop() {
       it->second.planner = std::move(p.planner);
       it->second.min_segment = p.min_segment;
       it->second.capture = p.capture;
-      sched_->add(std::move(r));
+      if (!remote_lookup(r)) sched_->add(std::move(r));
     }
+    remote_poll();
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
     if (cancel_all) {
       std::vector<ServeId> ids;
@@ -438,11 +454,19 @@ void ServingEngineImpl::loop() {
       }
     }
     if (!out.seqs.empty()) {
+      const Clock::time_point t0 = Clock::now();
       run_step(out);
+      int64_t rows = 0;
+      for (const ScheduledSeq& q : out.seqs) rows += q.n + q.work;
+      if (rows > 0) {
+        const double s_per_token = seconds(t0, Clock::now()) / static_cast<double>(rows);
+        prefill_s_per_token_ = prefill_s_per_token_ > 0 ? 0.9 * prefill_s_per_token_ + 0.1 * s_per_token : s_per_token;
+      }
     } else if (out.aborted.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nothing fits yet: do not spin
     }
     flush_kv_events();
+    if (opts_.kv_remote) remote_flush();
     publish_stats();
   }
 }

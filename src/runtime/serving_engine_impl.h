@@ -297,6 +297,37 @@ class ServingEngineImpl final : public ServingEngine {
   bool capture_all_ = false;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<KvEventSource> kv_events_;  // null unless opts_.kv_events is set
+  BlockObservers observers_;                   // what the KV pool tells of its prefix index
+
+  // The remote KV tier (serving_engine_remote.cpp), when opts_.kv_remote.
+  struct RemoteStored {
+    int32_t block;
+    uint64_t hash, parent;
+    std::vector<int32_t> tokens;
+    std::string extra;
+  };
+  struct RemoteWait {
+    std::unique_ptr<SchedRequest> r;
+    double deadline = 0;
+    int32_t from = 0;                 // the blocks asked for start here
+    std::vector<uint64_t> hashes;     // of every full block from 0
+  };
+  class RemoteRecorder;
+  std::unique_ptr<BlockObserver> make_remote_recorder();
+  std::unique_ptr<BlockObserver> remote_recorder_;
+  std::vector<RemoteStored> remote_stored_;  // registered this step, to write
+  bool remote_importing_ = false;
+  uint64_t remote_model_tag_ = 0;
+  std::unordered_map<ServeId, RemoteWait> remote_wait_;
+  double prefill_s_per_token_ = 0;  // moving average of step seconds per token row
+  // Takes a fresh request that may find its prefix in the remote tier and
+  // asks the tier; false (r untouched) when there is nothing to ask.
+  bool remote_lookup(std::unique_ptr<SchedRequest>& r);
+  // Loads the blocks of the answers that came, and schedules their requests
+  // and those whose wait is over.
+  void remote_poll();
+  // Writes the blocks registered since the last call.
+  void remote_flush();
   MaskWorker mask_worker_;
   std::unique_ptr<Scheduler> sched_;
   AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up

@@ -102,6 +102,16 @@ HttpServer::HttpServer(ServerConfig cfg)
                                         "Prefix and segment hits on KV blocks a session protects.")),
       prefix_blocks_(registry_.gauge("agentkv_kv_prefix_blocks",
                                      "KV blocks registered in the prefix index (exact and approximate).")),
+      remote_lookups_(registry_.counter("agentkv_kv_remote_lookups_total",
+                                        "Requests that asked the remote KV tier for their prompt's blocks.")),
+      remote_blocks_loaded_(registry_.counter("agentkv_kv_remote_blocks_loaded_total",
+                                              "KV blocks loaded from the remote tier.")),
+      remote_bytes_loaded_(registry_.counter("agentkv_kv_remote_loaded_bytes_total",
+                                             "Bytes of KV blocks loaded from the remote tier.")),
+      remote_invalid_(registry_.counter("agentkv_kv_remote_invalid_total",
+                                        "Remote tier values that did not verify (torn, foreign, stale): misses.")),
+      remote_timeouts_(registry_.counter("agentkv_kv_remote_timeouts_total",
+                                         "Requests that stopped waiting for the remote tier and recomputed.")),
       kv_event_hashes_(registry_.gauge("agentkv_kv_events_hashes",
                                        "Block hashes the KV cache events announced and have not removed "
                                        "(aliases included; 0 without --kv-events).")) {
@@ -521,6 +531,11 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     sync_counter(protected_hits_, st.protected_hits);
     prefix_blocks_.set(st.prefix_blocks);
     kv_event_hashes_.set(static_cast<double>(st.kv_event_hashes));
+    sync_counter(remote_lookups_, st.remote_lookups);
+    sync_counter(remote_blocks_loaded_, st.remote_blocks_loaded);
+    sync_counter(remote_bytes_loaded_, st.remote_bytes_loaded);
+    sync_counter(remote_invalid_, st.remote_invalid);
+    sync_counter(remote_timeouts_, st.remote_timeouts);
   }
   if (!scrape_hooks_.empty()) {
     std::lock_guard<std::mutex> lock(scrape_mu_);

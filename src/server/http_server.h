@@ -163,6 +163,11 @@ class HttpServer {
   Gauge& protected_blocks_;
   Counter& protected_hits_;
   Gauge& prefix_blocks_;
+  Counter& remote_lookups_;
+  Counter& remote_blocks_loaded_;
+  Counter& remote_bytes_loaded_;
+  Counter& remote_invalid_;
+  Counter& remote_timeouts_;
   Gauge& kv_event_hashes_;
   std::vector<std::function<void()>> scrape_hooks_;
   std::mutex scrape_mu_;  // counters are brought up to the engine's totals one scrape at a time
