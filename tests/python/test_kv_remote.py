@@ -71,6 +71,16 @@ def doc(seed, n=400):
     return [rng.randrange(1000, 20000) for _ in range(n)]
 
 
+def written_after(server, fn, n_blocks):
+    """fn(), then waits until the replica has written n_blocks more blocks (writes are asynchronous)."""
+    before = metric(server.metrics(), "agentkv_kv_remote_written_total")
+    fn()
+    t = time.monotonic()
+    while metric(server.metrics(), "agentkv_kv_remote_written_total") < before + n_blocks:
+        assert time.monotonic() - t < 30, "the replica did not write its blocks in 30 s"
+        time.sleep(0.02)
+
+
 def loaded(server):
     return metric(server.metrics(), "agentkv_kv_remote_blocks_loaded_total")
 
@@ -78,7 +88,7 @@ def loaded(server):
 def test_a_prefix_computed_on_a_is_loaded_exactly_on_b(replicas):
     a, b, c = replicas
     d = doc(1)
-    complete(a, d)
+    written_after(a, lambda: complete(a, d), len(d) // BLOCK)
     before = loaded(b)
     cached, lp_b = complete(b, d + [7, 8, 9])
     _, lp_c = complete(c, d + [7, 8, 9])
@@ -93,7 +103,7 @@ def test_a_prefix_computed_on_a_is_loaded_exactly_on_b(replicas):
 def test_an_alora_adapter_on_b_loads_the_base_blocks_a_wrote(replicas):
     a, b, c = replicas
     text = "Report: " + " ".join(f"item{i} value{i * 7 % 13}" for i in range(80))
-    complete(a, text)  # the base model, on A
+    written_after(a, lambda: complete(a, text), 8)  # the base model, on A
     before = loaded(b)
     cached, lp_b = complete(b, text + INVOCATION, model="inv")
     _, lp_c = complete(c, text + INVOCATION, model="inv")
@@ -105,7 +115,7 @@ def test_an_alora_adapter_on_b_loads_the_base_blocks_a_wrote(replicas):
 def test_tenants_never_load_each_others_blocks(replicas):
     a, b, _ = replicas
     d = doc(2)
-    complete(a, d, key="k1")
+    written_after(a, lambda: complete(a, d, key="k1"), len(d) // BLOCK - 1)
     before = loaded(b)
     cached, _ = complete(b, d + [1], key="k2")
     assert cached == 0 and loaded(b) == before
@@ -117,7 +127,7 @@ def test_a_corrupted_value_is_a_miss(replicas, redis):
     a, b, c = replicas
     port, _ = redis
     d = doc(3)
-    complete(a, d)
+    written_after(a, lambda: complete(a, d), len(d) // BLOCK - 1)
     keys = subprocess.run(["redis-cli", "-p", str(port), "--scan", "--pattern", "akv:*"], capture_output=True,
                           text=True, check=True).stdout.split()
     assert keys
