@@ -142,12 +142,33 @@ def test_a_corrupted_value_is_a_miss(replicas, redis):
 
 
 def test_with_redis_gone_b_serves_by_recompute(replicas, redis):
+    """Redis killed while four clients use B: no request fails, and the answers stay exact."""
+    import threading
     a, b, c = replicas
     _, proc = redis
+    statuses, lock = [], threading.Lock()
+
+    def client(k):
+        for i in range(3):
+            body = {"prompt": doc(100 + 10 * k + i) + [2], "max_tokens": 4, "temperature": 0, "logprobs": 1}
+            status, data = b.post_json("/v1/completions", body, api_key="k1")
+            with lock:
+                statuses.append((status, body["prompt"], data))
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
     proc.kill()
     proc.wait(10)
-    for i in range(3):
-        cached, lp_b = complete(b, doc(10 + i) + [2])
+    for t in threads:
+        t.join(300)
+    assert [s for s, _, _ in statuses] == [200] * 12, [(s, d[:200]) for s, _, d in statuses if s != 200]
+    for _, prompt, data in statuses[-3:]:
+        _, lp_c = complete(c, prompt)
+        assert json.loads(data)["choices"][0]["logprobs"]["token_logprobs"] == lp_c
+    for i in range(2):  # and after it
+        _, lp_b = complete(b, doc(10 + i) + [2])
         _, lp_c = complete(c, doc(10 + i) + [2])
         assert lp_b == lp_c
     m = b.metrics()
