@@ -17,7 +17,6 @@ middle must return the batches received, byte for byte.
 import argparse
 import json
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,17 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
 import vllm_kv_events  # noqa: E402
 from kv_events_client import Collector, apply, complete_sequence, decode_all, replay_from  # noqa: E402
-from server_util import Server, metric  # noqa: E402
+from server_util import Server, free_port, metric  # noqa: E402
 
 TOPIC = b"kv@soak"
 INVOCATION = " Answer:"
 WORDS = "agent tool cache block prefix router replica adapter model token query answer river stone".split()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

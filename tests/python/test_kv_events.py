@@ -6,11 +6,10 @@ aLoRA adapter's name too; replay from a sequence number returns the batches
 missed, byte for byte; the stream is off without the flag."""
 import json
 import random
-import socket
 
 import pytest
 
-from server_util import metric
+from server_util import free_port, metric
 
 zmq = pytest.importorskip("zmq")
 pytest.importorskip("msgspec")
@@ -28,12 +27,6 @@ def vllm_events():
         return vllm_kv_events.load()
     except FileNotFoundError as e:
         pytest.skip(str(e))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

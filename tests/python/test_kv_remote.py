@@ -8,22 +8,15 @@ its log and counts it in /metrics."""
 import json
 import random
 import shutil
-import socket
 import subprocess
 import time
 
 import pytest
 
-from server_util import metric
+from server_util import free_port, metric
 
 BLOCK = 16
 INVOCATION = " Answer:"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
