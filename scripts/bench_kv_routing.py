@@ -69,9 +69,16 @@ class Subscriber:
                     self.picker.apply(topic.decode(), payload)
                     self.last = time.monotonic()
 
-    def settle(self, quiet_s=0.3):
-        while time.monotonic() - self.last < quiet_s:
-            time.sleep(0.05)
+    def wait_for(self, replica, tokens, lora_name, n_blocks, timeout_s=30):
+        """Until the events have shown n_blocks leading blocks of tokens on replica
+        (events arrive after the answer; under load, well after)."""
+        t = time.monotonic()
+        while time.monotonic() - t < timeout_s:
+            with self.lock:
+                if self.picker.score(replica, tokens, lora_name) >= n_blocks:
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"{replica}: the events did not show the document in {timeout_s} s")
 
     def close(self):
         self.stop = True
@@ -105,7 +112,9 @@ def run_mode(args, adapter, aliases, docs, draws):
             base = post(by_name[holder], "/tokenize", {"prompt": doc})["tokens"]
             post(by_name[holder], "/v1/completions", {"prompt": base, "max_tokens": 1, "temperature": 0})
             toks = post(by_name[holder], "/tokenize", {"prompt": doc + INVOCATION})["tokens"]
-            sub.settle()
+            # The base's blocks of the document, as the holder announces them
+            # (the block of the last token is not cached).
+            sub.wait_for(holder, base, None, (len(base) - 1) // args.block_size)
             with sub.lock:
                 chosen, score = picker.pick(names, toks, "inv", random.Random(args.seed * 1000 + i))
             r = post(by_name[chosen], "/v1/completions",

@@ -35,8 +35,10 @@ class Collector:
                     self.last = time.monotonic()
 
     def take(self, quiet_s=1.0):
-        """Everything received until none came for quiet_s: [(seq, payload)]."""
-        while time.monotonic() - self.last < quiet_s:
+        """Everything received until none came for quiet_s, counted from this call
+        too (the last batch may still be on its way): [(seq, payload)]."""
+        t0 = time.monotonic()
+        while time.monotonic() - max(self.last, t0) < quiet_s:
             time.sleep(0.05)
         with self.lock:
             got, self.msgs = self.msgs, []
