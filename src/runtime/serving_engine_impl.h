@@ -304,7 +304,8 @@ class ServingEngineImpl final : public ServingEngine {
     int32_t block;
     uint64_t hash, parent;
     std::vector<int32_t> tokens;
-    std::string extra;
+    std::string extra;  // key.extra, and parsed
+    ExtraKeys keys;
   };
   struct RemoteWait {
     std::unique_ptr<SchedRequest> r;

@@ -25,7 +25,7 @@ class ServingEngineImpl::RemoteRecorder final : public BlockObserver {
     if (e_->remote_importing_) return;  // it came from the tier
     const std::optional<ExtraKeys> k = ExtraKeys::parse(key.extra);
     if (!k || k->approximate || k->lineage.starts_with("shared:")) return;
-    e_->remote_stored_.push_back({block, key.hash, parent_hash, key.tokens, key.extra});
+    e_->remote_stored_.push_back({block, key.hash, parent_hash, key.tokens, key.extra, *k});
   }
   void block_removed(int32_t, const BlockKey&) override {}
 
@@ -44,9 +44,8 @@ void ServingEngineImpl::remote_flush() {
     // Still this content (an eviction in the same step may have reused the block).
     const BlockKey* k = kv_->pool().index().key_of(s.block);
     if (k == nullptr || k->hash != s.hash) continue;
-    const std::optional<ExtraKeys> keys = ExtraKeys::parse(s.extra);
     const RemoteBlockKey rk{remote_model_tag_, s.hash, s.parent, s.tokens, s.extra};
-    opts_.kv_remote->put(remote_block_name(remote_model_tag_, *keys, s.hash),
+    opts_.kv_remote->put(remote_block_name(remote_model_tag_, s.keys, s.hash),
                          encode_remote_block(rk, {storage_->block_data(s.block), static_cast<size_t>(bytes)}));
   }
   remote_stored_.clear();
