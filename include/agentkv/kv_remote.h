@@ -19,6 +19,9 @@ class KvRemoteTier {
   virtual ~KvRemoteTier() = default;
   // Queues a write; a full queue drops it (counted by the tier).
   virtual void put(std::string key, std::string value) = 0;
+  // Queues a write of a small value that names a block put() wrote (a
+  // segment ref, kv/remote_block.h): written like one, counted apart.
+  virtual void put_ref(std::string key, std::string value) = 0;
   // Asks for the values of `keys`; the answer comes from poll() under `ticket`.
   virtual void get(uint64_t ticket, std::vector<std::string> keys) = 0;
   struct Answer {

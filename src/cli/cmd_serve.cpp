@@ -307,15 +307,21 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     a.engine.kv_remote = remote;
     auto& reg = http.registry();
     server::Counter& written = reg.counter("agentkv_kv_remote_written_total", "KV blocks written to the remote tier.");
-    server::Counter& wbytes = reg.counter("agentkv_kv_remote_written_bytes_total", "Bytes written to the remote tier.");
-    server::Counter& dropped = reg.counter("agentkv_kv_remote_writes_dropped_total",
-                                           "KV blocks not written to the remote tier (down, full, or queue full).");
+    server::Counter& refs =
+        reg.counter("agentkv_kv_remote_segment_refs_written_total",
+                    "Segment refs written to the remote tier (a block's name by its tokens alone).");
+    server::Counter& wbytes = reg.counter("agentkv_kv_remote_written_bytes_total",
+                                          "Bytes written to the remote tier (blocks and segment refs).");
+    server::Counter& dropped =
+        reg.counter("agentkv_kv_remote_writes_dropped_total",
+                    "KV blocks and segment refs not written to the remote tier (down, full, or queue full).");
     server::Counter& errors = reg.counter("agentkv_kv_remote_errors_total",
                                           "Failed remote tier calls (connection lost, timeout, refused).");
     server::Gauge& up = reg.gauge("agentkv_kv_remote_up", "1 while the remote tier answers, else 0.");
-    http.add_scrape_hook([&written, &wbytes, &dropped, &errors, &up, t = remote.get()] {
+    http.add_scrape_hook([&written, &refs, &wbytes, &dropped, &errors, &up, t = remote.get()] {
       const cluster::RedisKvTierStats st = t->stats();
       written.sync_to(static_cast<double>(st.written));
+      refs.sync_to(static_cast<double>(st.refs_written));
       wbytes.sync_to(static_cast<double>(st.write_bytes));
       dropped.sync_to(static_cast<double>(st.writes_dropped));
       errors.sync_to(static_cast<double>(st.errors));

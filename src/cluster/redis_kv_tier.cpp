@@ -48,11 +48,19 @@ RedisKvTier::~RedisKvTier() {
 }
 
 void RedisKvTier::put(std::string key, std::string value) {
+  queue({std::move(key), std::move(value), false});
+}
+
+void RedisKvTier::put_ref(std::string key, std::string value) {
+  queue({std::move(key), std::move(value), true});
+}
+
+void RedisKvTier::queue(Write w) {
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (write_bytes_queued_ + value.size() <= opts_.max_write_bytes) {
-      write_bytes_queued_ += value.size();
-      writes_.emplace_back(std::move(key), std::move(value));
+    if (write_bytes_queued_ + w.value.size() <= opts_.max_write_bytes) {
+      write_bytes_queued_ += w.value.size();
+      writes_.push_back(std::move(w));
       write_cv_.notify_one();
       return;
     }
@@ -81,6 +89,7 @@ void RedisKvTier::set_notify(std::function<void()> fn) {
 RedisKvTierStats RedisKvTier::stats() const {
   RedisKvTierStats s;
   s.written = written_;
+  s.refs_written = refs_written_;
   s.write_bytes = write_bytes_;
   s.writes_dropped = writes_dropped_;
   s.found = found_;
@@ -135,13 +144,13 @@ bool RedisKvTier::connect(Conn& c) {
 void RedisKvTier::run_writer() {
   Conn c;
   for (;;) {
-    std::vector<std::pair<std::string, std::string>> batch;
+    std::vector<Write> batch;
     {
       std::unique_lock<std::mutex> lk(mu_);
       write_cv_.wait(lk, [&] { return stop_ || !writes_.empty(); });
       if (stop_) return;
       while (!writes_.empty() && batch.size() < 64) {
-        write_bytes_queued_ -= writes_.front().second.size();
+        write_bytes_queued_ -= writes_.front().value.size();
         batch.push_back(std::move(writes_.front()));
         writes_.pop_front();
       }
@@ -150,8 +159,9 @@ void RedisKvTier::run_writer() {
       writes_dropped_ += batch.size();
       continue;
     }
-    for (const auto& [k, v] : batch) {
-      redisAppendCommand(c.ctx, "SET %b %b EX %d", k.data(), k.size(), v.data(), v.size(), opts_.ttl_s);
+    for (const Write& w : batch) {
+      redisAppendCommand(c.ctx, "SET %b %b EX %d", w.key.data(), w.key.size(), w.value.data(), w.value.size(),
+                         opts_.ttl_s);
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       void* rp = nullptr;
@@ -165,8 +175,8 @@ void RedisKvTier::run_writer() {
         ++errors_;
         ++writes_dropped_;
       } else {
-        ++written_;
-        write_bytes_ += batch[i].second.size();
+        ++(batch[i].ref ? refs_written_ : written_);
+        write_bytes_ += batch[i].value.size();
       }
       freeReplyObject(r);
     }

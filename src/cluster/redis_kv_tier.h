@@ -32,7 +32,7 @@ struct RedisKvTierOptions {
 };
 
 struct RedisKvTierStats {
-  uint64_t written = 0, write_bytes = 0, writes_dropped = 0;
+  uint64_t written = 0, write_bytes = 0, writes_dropped = 0, refs_written = 0;
   uint64_t found = 0, missing = 0, read_bytes = 0;
   uint64_t errors = 0;
   bool up = false;
@@ -45,6 +45,7 @@ class RedisKvTier final : public KvRemoteTier {
   ~RedisKvTier() override;
 
   void put(std::string key, std::string value) override;
+  void put_ref(std::string key, std::string value) override;
   void get(uint64_t ticket, std::vector<std::string> keys) override;
   std::vector<Answer> poll() override;
   void set_notify(std::function<void()> fn) override;
@@ -65,14 +66,19 @@ class RedisKvTier final : public KvRemoteTier {
   int port_ = 6379, db_ = 0;
   mutable std::mutex mu_;
   std::condition_variable write_cv_, read_cv_;
-  std::deque<std::pair<std::string, std::string>> writes_;
+  struct Write {
+    std::string key, value;
+    bool ref = false;
+  };
+  void queue(Write w);
+  std::deque<Write> writes_;
   size_t write_bytes_queued_ = 0;
   std::deque<std::pair<uint64_t, std::vector<std::string>>> reads_;
   std::vector<Answer> answers_;
   std::function<void()> notify_;
   bool stop_ = false;
-  std::atomic<uint64_t> written_{0}, write_bytes_{0}, writes_dropped_{0}, found_{0}, missing_{0}, read_bytes_{0},
-      errors_{0};
+  std::atomic<uint64_t> written_{0}, write_bytes_{0}, writes_dropped_{0}, refs_written_{0}, found_{0},
+      missing_{0}, read_bytes_{0}, errors_{0};
   std::atomic<bool> up_{false}, warned_{false};
   std::thread writer_, reader_;
 };

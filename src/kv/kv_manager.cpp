@@ -214,6 +214,59 @@ std::vector<int32_t> KvManager::import_blocks(std::span<const int32_t> tokens, c
   return blocks;
 }
 
+bool KvManager::segment_held(uint64_t seg_hash) const {
+  const SegmentEntry* e = segments_.find(seg_hash);
+  return e != nullptr && pool_.is_current(e->block) && pool_.index().contains(e->block.id);
+}
+
+std::vector<int32_t> KvManager::import_segment_blocks(const ExtraKeys& keys,
+                                                      std::span<const SegmentBlockImport> items) {
+  std::vector<int32_t> out(items.size(), -1);
+  const int32_t want = std::min(static_cast<int32_t>(items.size()), pool_.n_available());
+  if (want <= 0) return out;
+  auto got = pool_.allocate(want);
+  if (!got.is_ok()) return out;
+  std::vector<int32_t> blocks = std::move(got).value();
+  for (int32_t b : blocks) segments_.erase(b);  // evicted: its entry is stale
+  const std::string extra = keys.serialize();
+  size_t used = 0;
+  BlockRef prev;  // the block imported for the previous item, while items chain
+  uint64_t prev_hash = 0;
+  for (size_t i = 0; i < items.size() && used < blocks.size(); ++i) {
+    const SegmentBlockImport& it = items[i];
+    const uint64_t seg_hash = hash_(kRootHash, it.tokens, extra);
+    if (static_cast<int32_t>(it.tokens.size()) != block_size_ || pool_.index().holder(it.hash) >= 0 ||
+        segment_held(seg_hash)) {
+      prev = {};
+      continue;  // held here already (as a prefix block or under its segment key)
+    }
+    BlockKey key;
+    key.hash = it.hash;
+    key.tokens.assign(it.tokens.begin(), it.tokens.end());
+    key.extra = extra;
+    if (it.parent_hash == kRootHash) {
+      key.parent = {};
+    } else if (prev.id >= 0 && prev_hash == it.parent_hash && pool_.is_current(prev)) {
+      key.parent = prev;
+    } else {
+      key.parent = kOrphanParent;
+    }
+    const BlockRef parent = key.parent;
+    if (!pool_.cache(blocks[used], std::move(key), it.parent_hash)) {
+      prev = {};
+      continue;
+    }
+    const BlockRef ref = pool_.ref_of(blocks[used]);
+    segments_.add(ref, seg_hash, it.pos, parent.id >= 0 ? parent : BlockRef{});
+    out[i] = blocks[used++];
+    prev = ref;
+    prev_hash = it.hash;
+  }
+  if (used < blocks.size())
+    pool_.release(std::vector<int32_t>(blocks.begin() + static_cast<ptrdiff_t>(used), blocks.end()));
+  return out;
+}
+
 std::vector<SegmentHit> KvManager::find_segments(std::span<const int32_t> tokens, int32_t from,
                                                  const ExtraKeys& keys, int32_t min_tokens) const {
   const std::string extra = keys.serialize();
@@ -320,6 +373,7 @@ void KvManager::reindex_frozen() {
 }
 
 bool KvManager::is_dead(const BlockKey& key) const {
+  if (key.parent == kOrphanParent) return true;  // no lookup reaches it: replaceable
   return key.parent.id >= 0 && (!pool_.is_current(key.parent) || !pool_.index().contains(key.parent.id));
 }
 

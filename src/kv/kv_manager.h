@@ -116,6 +116,8 @@ class KvManager {
   // prefix hit does, so segments in use are evicted last.
   void segment_hit_used(const SegmentHit& hit);
   const SegmentIndex& segments() const { return segments_; }
+  // Whether a cached block owns segment hash `seg_hash` (its entry is current).
+  bool segment_held(uint64_t seg_hash) const;
 
   // Blocks computed elsewhere (a remote tier), for the full blocks
   // [from, from + n) of `tokens` under the split keys (blocks before n_first
@@ -127,8 +129,30 @@ class KvManager {
   // between. Empty when the cached prefix is not `from` blocks.
   std::vector<int32_t> import_blocks(std::span<const int32_t> tokens, const ExtraKeys& first_keys, int32_t n_first,
                                      const ExtraKeys& keys, int32_t from, int32_t n);
+  // Blocks computed elsewhere that segment reuse may find at any offset
+  // (the remote tier's segment refs), under `keys`: each item is one full
+  // block, its prefix hash and parent hash where it was computed, and the
+  // position of its first token there. Registers each in the prefix index
+  // (chained to the previous item's block when that is its parent, to the
+  // root for a first block, else as an orphan: kOrphanParent) and in the
+  // segment index. Returns per item its block, held, or -1 where it was
+  // not imported (already held here, the pool ran short, the hash is
+  // taken). Then as import_blocks: write the K/V, release_imported().
+  struct SegmentBlockImport {
+    std::span<const int32_t> tokens;
+    uint64_t hash = 0, parent_hash = kRootHash;
+    int32_t pos = 0;
+  };
+  std::vector<int32_t> import_segment_blocks(const ExtraKeys& keys,
+                                             std::span<const SegmentBlockImport> items);
   // The imported blocks become ordinary cached blocks (on the LRU).
-  void release_imported(const std::vector<int32_t>& blocks) { pool_.release(blocks); }
+  void release_imported(const std::vector<int32_t>& blocks) {
+    std::vector<int32_t> held;
+    for (int32_t b : blocks) {
+      if (b >= 0) held.push_back(b);
+    }
+    pool_.release(held);
+  }
 
   // Releases the request's blocks, tail first, so that under pressure a
   // sequence's tail is evicted before its (more shareable) head.

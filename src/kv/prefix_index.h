@@ -24,9 +24,16 @@ struct BlockRef {
 // parent's block *reference*, not only its hash: if the chain is verified
 // block by block from the root, a hit certifies the whole prefix, even when
 // two different parents shared a hash.
+//
+// A block imported alone from a remote tier, whose parent this process does
+// not hold, has parent kOrphanParent: no prefix lookup reaches it (lookups
+// chain parents from the root), only the segment index finds it, and a
+// computed block of the same hash replaces it.
+inline constexpr BlockRef kOrphanParent{-2, 0};
+
 struct BlockKey {
   uint64_t hash = 0;
-  BlockRef parent;              // {-1, 0} for the first block
+  BlockRef parent;              // {-1, 0} for the first block; kOrphanParent: not held
   std::vector<int32_t> tokens;  // block_size token ids
   std::string extra;            // ExtraKeys::serialize()
 

@@ -9,6 +9,7 @@ namespace agentkv {
 namespace {
 
 constexpr char kMagic[4] = {'A', 'K', 'V', 'B'};
+constexpr char kRefMagic[4] = {'A', 'K', 'V', 'S'};
 constexpr uint32_t kVersion = 1;
 
 template <typename T>
@@ -49,15 +50,57 @@ uint64_t remote_model_tag(std::string_view model_id, int32_t n_layers, int32_t k
   return hash_bytes(b.data(), b.size());
 }
 
-std::string remote_block_name(uint64_t model_tag, const ExtraKeys& keys, uint64_t hash) {
+namespace {
+
+std::string name(const char* kind, uint64_t model_tag, const ExtraKeys& keys, uint64_t hash) {
   ExtraKeys ns;
   ns.tenant = keys.tenant;
   ns.cache_salt = keys.cache_salt;
   const std::string n = ns.serialize();
   char buf[96];
-  std::snprintf(buf, sizeof buf, "akv:1:%016llx:%016llx:%016llx", static_cast<unsigned long long>(model_tag),
-                static_cast<unsigned long long>(hash_bytes(n.data(), n.size())), static_cast<unsigned long long>(hash));
+  std::snprintf(buf, sizeof buf, "akv:1:%016llx:%016llx:%s%016llx",
+                static_cast<unsigned long long>(model_tag),
+                static_cast<unsigned long long>(hash_bytes(n.data(), n.size())), kind,
+                static_cast<unsigned long long>(hash));
   return buf;
+}
+
+}  // namespace
+
+std::string remote_block_name(uint64_t model_tag, const ExtraKeys& keys, uint64_t hash) {
+  return name("", model_tag, keys, hash);
+}
+
+std::string remote_segment_name(uint64_t model_tag, const ExtraKeys& keys, uint64_t segment_hash) {
+  return name("s:", model_tag, keys, segment_hash);
+}
+
+std::string encode_remote_segment_ref(uint64_t model_tag, uint64_t segment_hash,
+                                      const RemoteSegmentRef& ref) {
+  std::string out(kRefMagic, 4);
+  put(&out, kVersion);
+  put(&out, model_tag);
+  put(&out, segment_hash);
+  put(&out, ref.hash);
+  put(&out, ref.parent_hash);
+  put(&out, ref.pos);
+  return out;
+}
+
+std::optional<RemoteSegmentRef> decode_remote_segment_ref(std::string_view value, uint64_t model_tag,
+                                                          uint64_t segment_hash) {
+  Reader r{value};
+  std::string_view magic;
+  uint32_t version = 0;
+  uint64_t tag = 0, seg = 0;
+  RemoteSegmentRef ref;
+  if (!r.bytes(4, &magic) || magic != std::string_view(kRefMagic, 4) || !r.get(&version) ||
+      version != kVersion || !r.get(&tag) || tag != model_tag || !r.get(&seg) || seg != segment_hash ||
+      !r.get(&ref.hash) || !r.get(&ref.parent_hash) || !r.get(&ref.pos) || ref.pos < 0 ||
+      r.at != value.size()) {
+    return std::nullopt;
+  }
+  return ref;
 }
 
 std::string encode_remote_block(const RemoteBlockKey& k, std::span<const uint8_t> payload) {

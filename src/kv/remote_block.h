@@ -6,6 +6,14 @@
 // Value: "AKVB" | u32 version | u64 model_tag | u64 hash | u64 parent_hash |
 // u32 n_tokens | i32 tokens[n] | u32 extra_len | extra | u64 payload_len |
 // u64 checksum(payload) | payload; integers little-endian.
+//
+// A segment ref lets a replica find a block by its tokens alone, at any
+// offset of its own prompt (segment reuse, kv/segment_index.h): its key is the
+// block's segment hash H(kRootHash, tokens, extra) in the same namespace, and
+// its value names the block (its prefix hash, parent hash and the position it
+// was computed at): "AKVS" | u32 version | u64 model_tag | u64 segment_hash |
+// u64 hash | u64 parent_hash | i32 pos. The block's own value then verifies
+// tokens and keys as for any block.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +43,20 @@ uint64_t remote_model_tag(std::string_view model_id, int32_t n_layers, int32_t k
 // tenant's namespace (tenant and cache_salt) and the block hash, so each
 // tenant's blocks are apart even in one Redis.
 std::string remote_block_name(uint64_t model_tag, const ExtraKeys& keys, uint64_t hash);
+
+// The key of the segment ref for segment hash `segment_hash`.
+std::string remote_segment_name(uint64_t model_tag, const ExtraKeys& keys, uint64_t segment_hash);
+
+struct RemoteSegmentRef {
+  uint64_t hash = 0;  // the block's prefix hash: remote_block_name(.., hash) holds it
+  uint64_t parent_hash = kRootHash;
+  int32_t pos = 0;  // sequence position of its first token where it was computed
+};
+
+std::string encode_remote_segment_ref(uint64_t model_tag, uint64_t segment_hash, const RemoteSegmentRef& ref);
+// The ref when `value` is one for exactly this model tag and segment hash.
+std::optional<RemoteSegmentRef> decode_remote_segment_ref(std::string_view value, uint64_t model_tag,
+                                                          uint64_t segment_hash);
 
 std::string encode_remote_block(const RemoteBlockKey& key, std::span<const uint8_t> payload);
 

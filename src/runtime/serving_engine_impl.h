@@ -15,7 +15,9 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+
 #include "adapter/registry.h"
+#include "agentkv/constraint.h"
 #include "agentkv/serving.h"
 #include "backend/backend.h"
 #include "kv/kv_component.h"
@@ -23,7 +25,7 @@
 #include "kv/kv_scratch.h"
 #include "kv/kv_storage.h"
 #include "kv/lr_storage.h"
-#include "agentkv/constraint.h"
+#include "kv/remote_block.h"
 #include "runtime/kv_event_source.h"
 #include "runtime/loaded_model.h"
 #include "runtime/mask_worker.h"
@@ -312,6 +314,15 @@ class ServingEngineImpl final : public ServingEngine {
     double deadline = 0;
     int32_t from = 0;                 // the blocks asked for start here
     std::vector<uint64_t> hashes;     // of every full block from 0
+    // Segment reuse: after the prefix blocks, the segment refs of the
+    // block-sized windows at these token offsets were asked for; then
+    // (second answer) the blocks they name.
+    std::vector<int32_t> windows;
+    struct Picked {
+      int32_t at = 0;  // token offset of the window
+      RemoteSegmentRef ref;
+    };
+    std::vector<Picked> picked;  // non-empty: the second answer's blocks, in order
   };
   class RemoteRecorder;
   std::unique_ptr<BlockObserver> make_remote_recorder();
@@ -327,6 +338,12 @@ class ServingEngineImpl final : public ServingEngine {
   // Loads the blocks of the answers that came, and schedules their requests
   // and those whose wait is over.
   void remote_poll();
+  // The answer to a request's first ask: imports its prefix blocks and, for
+  // segment reuse, asks for the blocks its segment refs name (true: asked
+  // again, w stays waiting).
+  bool remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer& a, int64_t* loaded, int64_t* invalid);
+  // The second answer: imports the segment blocks that verify.
+  void remote_segment_answer(RemoteWait& w, KvRemoteTier::Answer& a, int64_t* loaded, int64_t* invalid);
   // Writes the blocks registered since the last call.
   void remote_flush();
   MaskWorker mask_worker_;

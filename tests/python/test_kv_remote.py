@@ -1,7 +1,9 @@
 """The remote KV tier (`--kv-remote redis://...`) across replicas sharing one
 Redis (started here, on loopback): a prefix computed on replica A is loaded
 by replica B, and B's logprobs are bitwise those of a replica that computed
-everything itself; an aLoRA adapter on B loads the base's blocks A wrote; two
+everything itself; an aLoRA adapter on B loads the base's blocks A wrote;
+sparsex on B finds a segment A cached at another offset of its prompt, as if
+B had cached it itself; two
 tenants never load each other's blocks; a corrupted value is a miss, never
 wrong output; with Redis gone, B keeps serving by recompute, says so once in
 its log and counts it in /metrics."""
@@ -103,6 +105,48 @@ def test_an_alora_adapter_on_b_loads_the_base_blocks_a_wrote(replicas):
     assert cached >= 8 * BLOCK, cached
     assert loaded(b) > before
     assert lp_b == lp_c
+
+
+def create_segment(server, tokens, key="k1"):
+    status, _, data = server.request("POST", "/v1/segments", {"tokens": tokens}, {"Authorization": f"Bearer {key}"})
+    assert status == 200, data
+    return json.loads(data)
+
+
+def complete_sparsex(server, prompt, key="k1"):
+    body = {"prompt": prompt, "max_tokens": 4, "temperature": 0, "logprobs": 1, "kv_sharing": {"scheme": "sparsex"}}
+    status, data = server.post_json("/v1/completions", body, api_key=key)
+    assert status == 200, data
+    j = json.loads(data)
+    reused = j["usage"].get("prompt_tokens_details", {}).get("reused_tokens", 0)
+    return reused, j["choices"][0]["logprobs"]["token_logprobs"]
+
+
+def test_sparsex_on_b_reuses_a_segment_a_cached_at_another_offset(replicas):
+    """A segment created on A (from position 0) is found by sparsex on B inside
+    another prompt, 37 tokens in: B loads its blocks through their segment
+    refs, and reuses and answers bitwise as C, which created the same segment
+    itself. Another tenant on B loads nothing."""
+    a, b, c = replicas
+    d = doc(50)  # 25 full blocks
+    n = len(d) // BLOCK
+    refs = "agentkv_kv_remote_segment_refs_written_total"
+    before_refs = metric(a.metrics(), refs)
+    written_after(a, lambda: create_segment(a, d), n)
+    t = time.monotonic()
+    while metric(a.metrics(), refs) < before_refs + n:
+        assert time.monotonic() - t < 30, "A did not write the segment refs in 30 s"
+        time.sleep(0.02)
+    create_segment(c, d)
+    prompt = doc(51, 37) + d + doc(52, 20)
+    before = loaded(b)
+    reused_b2, _ = complete_sparsex(b, prompt, key="k2")
+    assert reused_b2 == 0 and loaded(b) == before  # the other tenant's namespace
+    reused_b, lp_b = complete_sparsex(b, prompt)
+    reused_c, lp_c = complete_sparsex(c, prompt)
+    assert loaded(b) - before == n
+    assert reused_b == reused_c and reused_b >= (n - 1) * BLOCK, (reused_b, reused_c)
+    assert lp_b == lp_c  # bitwise: the same segment hits, with the same K/V
 
 
 def test_tenants_never_load_each_others_blocks(replicas):

@@ -103,5 +103,89 @@ TEST(KvManagerImport, ImportedBlocksExtendTheCachedPrefix) {
   EXPECT_EQ(small.get_computed_blocks(t, keys).n_blocks(), 2);
 }
 
+TEST(RemoteSegmentRef, RoundTripsAndAnyMismatchIsAMiss) {
+  const RemoteSegmentRef ref{22, 33, 48};
+  const std::string v = encode_remote_segment_ref(11, 44, ref);
+  const auto got = decode_remote_segment_ref(v, 11, 44);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->hash, 22u);
+  EXPECT_EQ(got->parent_hash, 33u);
+  EXPECT_EQ(got->pos, 48);
+  EXPECT_FALSE(decode_remote_segment_ref(v, 12, 44));  // another model
+  EXPECT_FALSE(decode_remote_segment_ref(v, 11, 45));  // another segment hash
+  for (size_t n : {size_t{0}, size_t{3}, v.size() - 1})
+    EXPECT_FALSE(decode_remote_segment_ref(v.substr(0, n), 11, 44));
+  EXPECT_FALSE(decode_remote_segment_ref(v + "x", 11, 44));
+  std::string bad = v;
+  bad[0] = 'X';
+  EXPECT_FALSE(decode_remote_segment_ref(bad, 11, 44));
+  EXPECT_FALSE(decode_remote_segment_ref(encode_remote_segment_ref(11, 44, {22, 33, -1}), 11, 44));
+  // A block value is not a ref, and a ref not a block value.
+  const std::vector<int32_t> tokens = {1, 2};
+  const std::string block = encode_remote_block({11, 44, 0, tokens, ""}, std::vector<uint8_t>(8));
+  EXPECT_FALSE(decode_remote_segment_ref(block, 11, 44));
+  EXPECT_FALSE(decode_remote_block(v, {11, 44, 0, tokens, ""}, 8));
+  // Its key is apart from the block's of the same hash, and per tenant.
+  const ExtraKeys t1{"", "t1", "", false};
+  EXPECT_NE(remote_segment_name(1, t1, 7), remote_block_name(1, t1, 7));
+  EXPECT_NE(remote_segment_name(1, t1, 7), remote_segment_name(1, ExtraKeys{"", "t2", "", false}, 7));
+}
+
+// Blocks computed elsewhere at positions 8 and 12 of another sequence: found
+// by segment matching at any offset, never by a prefix lookup (their parent
+// is not here), and replaced by the same content computed here.
+TEST(KvManagerImport, SegmentBlocksAreFoundAtAnyOffsetAndNeverAsAPrefix) {
+  constexpr int32_t bs = 4;
+  KvManager kv(16, bs);
+  std::vector<int32_t> t(21);
+  std::iota(t.begin(), t.end(), 100);
+  const ExtraKeys keys{"", "t", "", false};
+  const std::string extra = keys.serialize();
+  std::vector<uint64_t> h;  // chain hashes of t's full blocks where they were computed
+  uint64_t prev = kRootHash;
+  for (int32_t i = 0; i < 5; ++i) {
+    prev = hash_block(prev, std::span<const int32_t>(t).subspan(static_cast<size_t>(i) * bs, bs), extra);
+    h.push_back(prev);
+  }
+  auto item = [&](int32_t i) {
+    return KvManager::SegmentBlockImport{std::span<const int32_t>(t).subspan(static_cast<size_t>(i) * bs, bs),
+                                         h[i], i == 0 ? kRootHash : h[i - 1], i * bs};
+  };
+  const std::vector<KvManager::SegmentBlockImport> items = {item(2), item(3)};
+  const std::vector<int32_t> got = kv.import_segment_blocks(keys, items);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_GE(got[0], 0);
+  EXPECT_GE(got[1], 0);
+  kv.release_imported(got);
+  EXPECT_EQ(kv.get_computed_blocks(t, keys).n_blocks(), 0);  // no parent here: not a prefix
+  // Tokens 8..15 of t, 3 tokens into another prompt: one run of two blocks.
+  std::vector<int32_t> p = {7, 7, 7};
+  p.insert(p.end(), t.begin() + 8, t.begin() + 16);
+  p.push_back(9);
+  const std::vector<SegmentHit> hits = kv.find_segments(p, 0, keys, 0);
+  ASSERT_EQ(hits.size(), 2u);
+  EXPECT_EQ(hits[0], (SegmentHit{3, bs, BlockRef{got[0], hits[0].src.generation}, 0, 8}));
+  EXPECT_EQ(hits[1].dst_pos, 7);
+  EXPECT_EQ(hits[1].src.id, got[1]);
+  EXPECT_EQ(hits[1].src_pos, 12);
+  EXPECT_TRUE(kv.find_segments(p, 0, ExtraKeys{"", "u", "", false}, 0).empty());  // another tenant
+  // Held now: importing again imports nothing.
+  const std::vector<int32_t> again = kv.import_segment_blocks(keys, items);
+  EXPECT_EQ(again, (std::vector<int32_t>{-1, -1}));
+  kv.release_imported(again);
+  // A first block chains to the root: a prefix hit.
+  const std::vector<KvManager::SegmentBlockImport> first = {item(0)};
+  const std::vector<int32_t> b0 = kv.import_segment_blocks(keys, first);
+  kv.release_imported(b0);
+  EXPECT_EQ(kv.get_computed_blocks(t, keys).n_blocks(), 1);
+  // t computed here: its blocks 2 and 3 take the orphans' hashes, so the
+  // whole chain is a prefix hit afterwards.
+  KvBlocks hit = kv.get_computed_blocks(t, keys);
+  ASSERT_TRUE(kv.allocate_slots(1, 21 - hit.n_tokens(), hit).is_ok());
+  kv.commit_full_blocks(1, t, keys);
+  kv.free(1);
+  EXPECT_EQ(kv.get_computed_blocks(t, keys).n_blocks(), 5);
+}
+
 }  // namespace
 }  // namespace agentkv
