@@ -179,10 +179,14 @@ def test_a_corrupted_value_is_a_miss(replicas, redis):
 
 
 def test_with_redis_gone_b_serves_by_recompute(replicas, redis):
-    """Redis killed while four clients use B: no request fails, and the answers stay exact."""
+    """Redis killed while four clients use B: no request fails, the answers
+    stay exact, and B's hits fall to local-only: what B computed itself is
+    still a hit, what only A computed is recomputed."""
     import threading
     a, b, c = replicas
     _, proc = redis
+    from_a, own = doc(60), doc(61)
+    written_after(a, lambda: complete(a, from_a), len(from_a) // BLOCK)
     statuses, lock = [], threading.Lock()
 
     def client(k):
@@ -208,6 +212,12 @@ def test_with_redis_gone_b_serves_by_recompute(replicas, redis):
         _, lp_b = complete(b, doc(10 + i) + [2])
         _, lp_c = complete(c, doc(10 + i) + [2])
         assert lp_b == lp_c
+    before = loaded(b)
+    complete(b, own)
+    cached_own, _ = complete(b, own + [3])
+    cached_a, _ = complete(b, from_a + [3])
+    assert cached_own == (len(own) // BLOCK) * BLOCK  # local hits go on
+    assert cached_a == 0 and loaded(b) == before  # A's blocks are out of reach
     m = b.metrics()
     assert metric(m, "agentkv_kv_remote_errors_total") > 0
     assert metric(m, "agentkv_kv_remote_up") == 0
