@@ -10,11 +10,18 @@ load: --agents agents, each growing a trajectory for --turns turns against
   affinity (each turn may land on another replica), with the tier and
   without, and against one replica: requests/s and the share of prompt
   tokens served from cache.
+fault: the same load, turn by turn (every agent finishes a turn before the
+  next starts), with the tier and Redis killed after --kill-after-turn, and
+  without a tier: per turn, the share of prompt tokens served from cache in
+  each, failed requests, and what the replicas' /metrics and logs say. After
+  the kill the tier's share should fall to the no-tier one (local hits only),
+  with no failed request.
 
 Redis is started here on loopback (--maxmemory 1gb, allkeys-lru).
 
     .venv/bin/python scripts/bench_kv_remote.py ttft --doc-tokens 4096 --reps 5
     .venv/bin/python scripts/bench_kv_remote.py load --replicas 3 --agents 16 --turns 4
+    .venv/bin/python scripts/bench_kv_remote.py fault --replicas 3 --agents 16 --turns 6
 """
 import argparse
 import http.client
@@ -31,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
-from server_util import Server, free_port, metric  # noqa: E402
+from server_util import Server, free_port, metric, parse_metrics  # noqa: E402
 
 
 class Redis:
@@ -184,9 +191,124 @@ def load(args):
         print(f"| {name} | {rps:.2f} | {100 * hit:.0f}% | {fail} | {dt:.0f} |")
 
 
+def turns_load(port, args, seed, after_turn=None):
+    """agent_load's agents turn by turn; after_turn(t) runs once every agent
+    has finished turn t. Per turn: [requests, prompt tokens, cached, failed]."""
+    words = "agent tool cache block prefix router replica adapter model token query answer river stone".split()
+    per_turn = [[0, 0, 0, 0] for _ in range(args.turns)]
+    lock = threading.Lock()
+    barrier = threading.Barrier(args.agents, action=None)
+    turn_done = [0]
+
+    def one(k):
+        rng = random.Random(seed * 100 + k)
+        text = f"Agent {k} {rng.random():.8f} task: " + " ".join(rng.choice(words) for _ in range(args.context_words))
+        for t in range(args.turns):
+            text += " Observation: " + " ".join(rng.choice(words) for _ in range(30))
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+            status, data = 0, b""
+            try:
+                c.request("POST", "/v1/completions", json.dumps({"prompt": text, "max_tokens": 16, "temperature": 0}),
+                          {"Content-Type": "application/json"})
+                r = c.getresponse()
+                status, data = r.status, r.read()
+            except OSError:
+                pass
+            finally:
+                c.close()
+            with lock:
+                row = per_turn[t]
+                row[0] += 1
+                if status != 200:
+                    row[3] += 1
+                else:
+                    j = json.loads(data)
+                    row[1] += j["usage"]["prompt_tokens"]
+                    row[2] += j["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
+                    text += j["choices"][0]["text"]
+            if barrier.wait() == 0 and after_turn is not None:
+                after_turn(t)
+            barrier.wait()  # after_turn is done before anyone goes on
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(args.agents)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return per_turn
+
+
+def replica_metrics(tmp, n):
+    """Sums of the remote-tier metrics over the cluster's replicas, and the log lines saying the tier is down."""
+    sums, said = {}, 0
+    for i in range(n):
+        port_file = Path(tmp) / f"replica-{i}.port"
+        log = Path(tmp) / f"replica-{i}.log"
+        if port_file.exists():
+            c = http.client.HTTPConnection("127.0.0.1", int(port_file.read_text()), timeout=10)
+            c.request("GET", "/metrics")
+            samples = parse_metrics(c.getresponse().read().decode())
+            c.close()
+            for name in ("agentkv_kv_remote_up", "agentkv_kv_remote_errors_total",
+                         "agentkv_kv_remote_blocks_loaded_total"):
+                sums[name] = sums.get(name, 0) + metric(samples, name)
+        if log.exists():
+            said += sum("kv-remote" in line and "unavailable" in line for line in log.read_text().splitlines())
+    return sums, said
+
+
+def fault(args):
+    script = str(ROOT / "scripts" / "cluster.sh")
+    kill_after = args.kill_after_turn if args.kill_after_turn is not None else args.turns // 2 - 1
+    arms = {}
+    for name, with_tier in (("tier, Redis killed", True), ("no tier", False)):
+        redis = Redis() if with_tier else None
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, AGENTKV_CLUSTER_DIR=tmp, AGENTKV_BIN=args.agentkv)
+            flags = ["--model", args.model, "--threads", "1", "--kv-cache-mb", str(args.kv_cache_mb),
+                     "--lr-cache-rank", "0"]
+            if redis:
+                flags += ["--kv-remote", redis.url]
+            port = free_port()
+            subprocess.run([script, "start", "--replicas", str(args.replicas), "--port", str(port), "--", *flags],
+                           env=env, check=True, capture_output=True)
+            seen = {}
+
+            def after_turn(t):
+                print(f"  {name}: turn {t + 1}/{args.turns} done", file=sys.stderr)
+                if redis and t == kill_after:
+                    seen["before"] = replica_metrics(tmp, args.replicas)
+                    redis.stop()
+                    print("  Redis killed", file=sys.stderr)
+
+            try:
+                per_turn = turns_load(port, args, args.seed, after_turn)
+                seen["after"] = replica_metrics(tmp, args.replicas)
+            finally:
+                subprocess.run([script, "stop"], env=env, capture_output=True)
+        arms[name] = (per_turn, seen)
+    print(f"\n{args.agents} agents x {args.turns} turns in lockstep over {args.replicas} replicas behind nginx, no "
+          f"session affinity; contexts from {args.context_words} words growing 30 per turn; Redis killed after turn "
+          f"{kill_after + 1}\n")
+    print("| turn | Redis | tier: from cache | no tier: from cache | tier: failed | no tier: failed |")
+    print("|---:|---|---:|---:|---:|---:|")
+    tier, none = arms["tier, Redis killed"][0], arms["no tier"][0]
+    for t in range(args.turns):
+        share = [100 * r[t][2] / max(1, r[t][1]) for r in (tier, none)]
+        print(f"| {t + 1} | {'up' if t <= kill_after else 'killed'} | {share[0]:.0f}% | {share[1]:.0f}% | "
+              f"{tier[t][3]} of {tier[t][0]} | {none[t][3]} of {none[t][0]} |")
+    seen = arms["tier, Redis killed"][1]
+    b, a = seen.get("before", ({}, 0)), seen.get("after", ({}, 0))
+    print(f"\nreplicas with the tier up: {b[0].get('agentkv_kv_remote_up', 0):.0f} of {args.replicas} before the "
+          f"kill, {a[0].get('agentkv_kv_remote_up', 0):.0f} after; agentkv_kv_remote_errors_total "
+          f"{b[0].get('agentkv_kv_remote_errors_total', 0):.0f} -> {a[0].get('agentkv_kv_remote_errors_total', 0):.0f}; "
+          f"blocks loaded {b[0].get('agentkv_kv_remote_blocks_loaded_total', 0):.0f} -> "
+          f"{a[0].get('agentkv_kv_remote_blocks_loaded_total', 0):.0f}; 'unavailable' log lines: {a[1]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["ttft", "load"])
+    ap.add_argument("mode", choices=["ttft", "load", "fault"])
     ap.add_argument("--agentkv", default=str(ROOT / "build" / "agentkv"))
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--doc-tokens", type=int, default=4096)
@@ -198,8 +320,10 @@ def main():
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--context-words", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kill-after-turn", type=int, default=None,
+                    help="fault: kill Redis once every agent has finished this turn (0-based; default turns/2 - 1)")
     args = ap.parse_args()
-    (ttft if args.mode == "ttft" else load)(args)
+    {"ttft": ttft, "load": load, "fault": fault}[args.mode](args)
 
 
 if __name__ == "__main__":
