@@ -77,7 +77,8 @@ EOF
     mv "$src" "$LLAMA_DIR/src"
     rm -rf "$tmp"
   fi
-  # CPU only, -march=native as agentkv's own build, no BLAS (llama.cpp's
+  # CPU only, -march=native (llama.cpp's best here; agentkv's one build picks
+  # its kernels at run time), no BLAS (llama.cpp's
   # default), no curl (nothing is downloaded at run time).
   say "configuring llama.cpp in $LLAMA_DIR/build"
   cmake -S "$LLAMA_DIR/src" -B "$LLAMA_DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_BLAS=OFF \

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "backend/kv_dtype.h"
+#include "util/status.h"
 
 namespace agentkv {
 
@@ -253,5 +254,12 @@ std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg);
 // supports_quant of the CPU backend, before one exists: the model loader
 // keeps no f32 copy of matrices of these types (LoadOptions::packed_only).
 bool backend_cpu_reads_packed(uint32_t type);
+// The instruction set of the CPU backend's q8 kernels: "auto" (the best this
+// CPU runs) or scalar, avx2, avxvnni, avx512 (amx: refused, not built yet).
+// Every one gives the same bits. An error names the ones available. Call
+// before any backend works: it applies to the whole process.
+Status backend_cpu_select_isa(std::string_view name);
+// The one in use, by name.
+const char* backend_cpu_isa();
 
 }  // namespace agentkv

@@ -22,10 +22,11 @@
 
 #include "adapter/registry.h"
 #include "agentkv/serving.h"
-#include "cluster/kv_event_publisher.h"
-#include "cluster/redis_kv_tier.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cluster/kv_event_publisher.h"
+#include "cluster/redis_kv_tier.h"
 #include "server/adapter_path.h"
 #include "server/http_server.h"
 #include "server/segment_store.h"
@@ -343,9 +344,11 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     http.shutdown();
     return st;
   }
-  std::fprintf(stderr, "agentkv: serving '%s' (max_model_len %d, %d API keys, kv-sharing %s)\n",
-               a.server.model_name.c_str(), engine->max_model_len(), static_cast<int>(a.server.api_keys.size()),
-               a.engine.kv_sharing.c_str());
+  std::fprintf(
+      stderr, "agentkv: serving '%s' (max_model_len %d, %d API keys, kv-sharing %s, act-quant %s%s%s)\n",
+      a.server.model_name.c_str(), engine->max_model_len(), static_cast<int>(a.server.api_keys.size()),
+      a.engine.kv_sharing.c_str(), a.engine.act_quant.c_str(), a.engine.act_quant == "q8" ? " on " : "",
+      a.engine.act_quant == "q8" ? backend_cpu_isa() : "");
   for (const ServedModel& m : engine->models()) {
     if (!m.name.empty()) {
       std::fprintf(stderr, "agentkv: adapter '%s' (%s, rank %d, id %s)\n", m.name.c_str(), m.kind.c_str(), m.rank,

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "backend/backend.h"
 #include "cli/commands.h"
 
 namespace agentkv::cli {
@@ -64,6 +65,15 @@ void add_act_quant_option(CLI::App* cmd, std::string* act_quant) {
                   "weights) or q8 (8-bit blocks, integer dot products as llama.cpp: faster, ~1e-3 on the logits)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "q8"}));
+  cmd->add_option_function<std::string>(
+         "--isa",
+         [](const std::string& name) {
+           const Status st = backend_cpu_select_isa(name);
+           if (!st.is_ok()) throw CLI::ValidationError(st.message());
+         },
+         "instruction set of the q8 kernels: auto (the best this CPU runs), scalar, avx2, avxvnni, avx512; "
+         "all give the same bits (default: auto)")
+      ->type_name("ISA");
 }
 
 void fail(const Status& st) {

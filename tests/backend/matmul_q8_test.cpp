@@ -136,8 +136,7 @@ TEST_P(MatmulQ8Test, WeightDecodingMatchesTheFormatModule) {
   }
 }
 
-TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) {
-  const GgmlType t = GetParam();
+void check_rule(GgmlType t) {
   const uint32_t id = static_cast<uint32_t>(t);
   const auto tr = *ggml_type_traits(id);
   auto be1 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
@@ -172,6 +171,46 @@ TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) {
       }
     }
   }
+}
+
+TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) { check_rule(GetParam()); }
+
+// Every instruction set's kernels give the rule's bits (the same bits as each
+// other): each one this build has and this CPU runs, forced in turn; the
+// others are skipped, saying why.
+class MatmulQ8IsaTest : public ::testing::TestWithParam<const char*> {};
+
+struct IsaGuard {
+  ~IsaGuard() { EXPECT_TRUE(backend_cpu_select_isa("auto").is_ok()); }
+};
+
+TEST_P(MatmulQ8IsaTest, EveryTypeEqualsTheRuleBitForBit) {
+  IsaGuard restore;
+  const Status st = backend_cpu_select_isa(GetParam());
+  if (!st.is_ok()) GTEST_SKIP() << st.message() << " (tested on a machine that has it)";
+  EXPECT_STREQ(backend_cpu_isa(), GetParam());
+  for (GgmlType t : kTypes) {
+    SCOPED_TRACE(GetParam());
+    check_rule(t);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::Values("scalar", "avx2", "avxvnni", "avx512"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(MatmulQ8Isa, BadChoicesAreErrorsThatNameWhatIsAvailable) {
+  IsaGuard restore;
+  const std::string before = backend_cpu_isa();
+  for (const char* name : {"amx", "sse2", ""}) {
+    const Status st = backend_cpu_select_isa(name);
+    ASSERT_FALSE(st.is_ok()) << name;
+    EXPECT_NE(st.message().find("--isa"), std::string::npos) << st.message();
+    EXPECT_EQ(backend_cpu_isa(), before) << name;  // unchanged
+  }
+  EXPECT_NE(backend_cpu_select_isa("amx").message().find("available here: scalar"), std::string::npos);
+  ASSERT_TRUE(backend_cpu_select_isa("auto").is_ok());
+  ASSERT_TRUE(backend_cpu_select_isa("scalar").is_ok());  // every build and CPU
+  EXPECT_STREQ(backend_cpu_isa(), "scalar");
 }
 
 // matmul_quant_pair (k/v, gate/up: one pass, the activations rounded once)

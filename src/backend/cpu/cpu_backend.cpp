@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/matmul_q8.h"
 
 namespace agentkv {
 
@@ -14,5 +15,9 @@ std::string CpuBackend::name() const { return std::string("cpu-") + cpu::kGemmNa
 std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg) {
   return std::make_unique<CpuBackend>(cfg);
 }
+
+Status backend_cpu_select_isa(std::string_view name) { return cpu::select_q8_isa(name); }
+
+const char* backend_cpu_isa() { return cpu::q8_isa_name(cpu::q8_isa()); }
 
 }  // namespace agentkv

@@ -20,9 +20,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "backend/backend.h"
 #include "util/aligned_vector.h"
+#include "util/status.h"
 
 namespace agentkv::cpu {
 
@@ -38,6 +40,22 @@ struct Q8Acts {
 
 // True for the weight types with a q8 path (q4_0, q4_1, q8_0).
 bool q8_supports(uint32_t type);
+
+// The instruction set the q8 kernels run on, chosen at run time: every one
+// computes the same bits (exact integer block sums, one float order).
+enum class Q8Isa { kScalar, kAvx2, kAvxVnni, kAvx512 };
+const char* q8_isa_name(Q8Isa isa);
+// Compiled into this build.
+bool q8_isa_built(Q8Isa isa);
+// Compiled in, and this CPU and OS run it.
+bool q8_isa_available(Q8Isa isa);
+// The kernels in use: the best available unless select_q8_isa chose one.
+Q8Isa q8_isa();
+// "auto" (the best available), or a name of q8_isa_name; "amx" is accepted as
+// a name and refused (no AMX kernels yet). An ISA this build or CPU lacks is
+// an error that says which are available. Call before work starts: it
+// changes the kernels of every backend in the process.
+Status select_q8_isa(std::string_view name);
 
 // Sizes a for (m, k) without touching the values.
 void q8_resize(Q8Acts& a, int64_t m, int64_t k);

@@ -1,0 +1,63 @@
+"""`--isa` (issue 31): the q8 kernels are compiled once per instruction set
+and chosen at run time. Every instruction set this machine runs gives
+bitwise the same logits with `--act-quant q8`, prefill and decode, on the
+default Q4_1 model and on a synthetic Q8_0 one (Q4_0 has no model file here;
+tests/backend/matmul_q8_test.cpp covers it per kernel). Instruction sets the
+CPU lacks are skipped, saying why; forcing one is a one-line error, not a
+crash."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENTKV = ROOT / "build" / "agentkv"
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+ISAS = ["avx2", "avxvnni", "avx512"]  # each against scalar
+TOKENS = ",".join(str(t) for t in [1, 504, 3458, 282, 4649, 314, 216, 1345, 30, 2683, 28, 7, 19, 33, 101, 14, 907])
+
+pytestmark = pytest.mark.skipif(not AGENTKV.exists() or not MODEL.exists(),
+                                reason="needs build/agentkv and the default model (scripts/setup.sh)")
+
+
+def run(*args):
+    return subprocess.run([str(AGENTKV), *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def q8_0_model(tmp_path_factory):
+    out = tmp_path_factory.mktemp("isa") / "q8_0.gguf"
+    r = run("synth-model", "-o", out, "--preset", "tiny", "--type", "q8_0", "--seed", 3, "--vocab-from", MODEL)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def logits(model, isa, out, *extra):
+    r = run("logits", "-m", model, "--act-quant", "q8", "--isa", isa, "--tokens", TOKENS, "--out", out, *extra)
+    return r, (out.read_bytes() if r.returncode == 0 else None)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("which", ["q4_1", "q8_0"])
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_every_isa_gives_the_scalar_bits(isa, which, mode, q8_0_model, tmp_path):
+    model = MODEL if which == "q4_1" else q8_0_model
+    extra = ["--decode-from", 5] if mode == "decode" else []
+    r, got = logits(model, isa, tmp_path / f"{isa}.f32", *extra)
+    if r.returncode != 0:
+        assert "this CPU lacks it" in r.stderr, r.stderr
+        pytest.skip(r.stderr.strip().splitlines()[0])
+    _, want = logits(model, "scalar", tmp_path / "scalar.f32", *extra)
+    assert want is not None and len(got) == len(want) > 0
+    assert got == want
+
+
+def test_auto_is_one_of_them_and_bad_choices_are_one_line_errors(tmp_path):
+    _, auto = logits(MODEL, "auto", tmp_path / "auto.f32")
+    _, scalar = logits(MODEL, "scalar", tmp_path / "scalar.f32")
+    assert auto == scalar
+    for bad, says in (("amx", "no AMX-INT8 kernels"), ("sse9", "unknown")):
+        r = run("logits", "--act-quant", "q8", "--isa", bad, "--tokens", "1,2")
+        assert r.returncode != 0 and r.returncode < 128, (r.returncode, r.stderr)  # an error, not a signal
+        first = r.stderr.strip().splitlines()[0]
+        assert first.startswith(f"--isa {bad}: ") and says in first and "available here: scalar" in first, r.stderr
