@@ -9,8 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -176,9 +180,19 @@ void check_rule(GgmlType t) {
 TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) { check_rule(GetParam()); }
 
 // Every instruction set's kernels give the rule's bits (the same bits as each
-// other): each one this build has and this CPU runs, forced in turn; the
-// others are skipped, saying why.
-class MatmulQ8IsaTest : public ::testing::TestWithParam<const char*> {};
+// other): each one this build has and this CPU runs, forced in turn. The
+// suite is instantiated for those only (a skip fails CI); which ones run here
+// is checked against /proc/cpuinfo's flags below, and the others are named.
+std::vector<std::string> available_isas() {
+  std::vector<std::string> out;
+  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512"}) {
+    if (backend_cpu_select_isa(name).is_ok()) out.push_back(name);
+  }
+  EXPECT_TRUE(backend_cpu_select_isa("auto").is_ok());
+  return out;
+}
+
+class MatmulQ8IsaTest : public ::testing::TestWithParam<std::string> {};
 
 struct IsaGuard {
   ~IsaGuard() { EXPECT_TRUE(backend_cpu_select_isa("auto").is_ok()); }
@@ -186,17 +200,44 @@ struct IsaGuard {
 
 TEST_P(MatmulQ8IsaTest, EveryTypeEqualsTheRuleBitForBit) {
   IsaGuard restore;
-  const Status st = backend_cpu_select_isa(GetParam());
-  if (!st.is_ok()) GTEST_SKIP() << st.message() << " (tested on a machine that has it)";
-  EXPECT_STREQ(backend_cpu_isa(), GetParam());
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  EXPECT_EQ(backend_cpu_isa(), GetParam());
   for (GgmlType t : kTypes) {
     SCOPED_TRACE(GetParam());
     check_rule(t);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::Values("scalar", "avx2", "avxvnni", "avx512"),
-                         [](const auto& info) { return std::string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()),
+                         [](const auto& info) { return info.param; });
+
+// The kernels this process may run are exactly those the CPU's flags allow
+// (the OS's view, /proc/cpuinfo), and auto takes the last of them.
+TEST(MatmulQ8Isa, AvailableIsWhatTheCpuFlagsSay) {
+  std::ifstream f("/proc/cpuinfo");
+  ASSERT_TRUE(f) << "no /proc/cpuinfo";
+  std::set<std::string> flags;
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) flags.insert(w);
+    break;
+  }
+  auto has = [&](std::initializer_list<const char*> names) {
+    return std::all_of(names.begin(), names.end(), [&](const char* n) { return flags.count(n) > 0; });
+  };
+  std::vector<std::string> want = {"scalar"};
+  if (has({"avx2", "fma"})) want.push_back("avx2");
+  if (has({"avx2", "fma", "avx_vnni"})) want.push_back("avxvnni");
+  if (has({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"})) want.push_back("avx512");
+  const std::vector<std::string> got = available_isas();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(backend_cpu_isa(), got.back());
+  for (const char* name : {"avxvnni", "avx512"}) {
+    if (std::find(got.begin(), got.end(), name) == got.end())
+      std::printf("not tested on this CPU (it lacks it): the %s kernels\n", name);
+  }
+}
 
 TEST(MatmulQ8Isa, BadChoicesAreErrorsThatNameWhatIsAvailable) {
   IsaGuard restore;

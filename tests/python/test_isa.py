@@ -2,9 +2,9 @@
 and chosen at run time. Every instruction set this machine runs gives
 bitwise the same logits with `--act-quant q8`, prefill and decode, on the
 default Q4_1 model and on a synthetic Q8_0 one (Q4_0 has no model file here;
-tests/backend/matmul_q8_test.cpp covers it per kernel). Instruction sets the
-CPU lacks are skipped, saying why; forcing one is a one-line error, not a
-crash."""
+tests/backend/matmul_q8_test.cpp covers it per kernel). Which ones run is
+read from /proc/cpuinfo's flags (a skip fails CI); forcing one the CPU lacks
+is a one-line error, not a crash, and is checked for each such one."""
 import subprocess
 from pathlib import Path
 
@@ -13,7 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 AGENTKV = ROOT / "build" / "agentkv"
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-ISAS = ["avx2", "avxvnni", "avx512"]  # each against scalar
+NEEDS = {"avx2": {"avx2", "fma"}, "avxvnni": {"avx2", "fma", "avx_vnni"},
+         "avx512": {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"}}
+
+
+def cpu_flags():
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+FLAGS = cpu_flags()
+HERE = [isa for isa, need in NEEDS.items() if need <= FLAGS]  # each against scalar
+LACKED = [isa for isa in NEEDS if isa not in HERE]
 TOKENS = ",".join(str(t) for t in [1, 504, 3458, 282, 4649, 314, 216, 1345, 30, 2683, 28, 7, 19, 33, 101, 14, 907])
 
 pytestmark = pytest.mark.skipif(not AGENTKV.exists() or not MODEL.exists(),
@@ -37,19 +50,25 @@ def logits(model, isa, out, *extra):
     return r, (out.read_bytes() if r.returncode == 0 else None)
 
 
-@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("isa", HERE)
 @pytest.mark.parametrize("which", ["q4_1", "q8_0"])
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 def test_every_isa_gives_the_scalar_bits(isa, which, mode, q8_0_model, tmp_path):
     model = MODEL if which == "q4_1" else q8_0_model
     extra = ["--decode-from", 5] if mode == "decode" else []
     r, got = logits(model, isa, tmp_path / f"{isa}.f32", *extra)
-    if r.returncode != 0:
-        assert "this CPU lacks it" in r.stderr, r.stderr
-        pytest.skip(r.stderr.strip().splitlines()[0])
+    assert r.returncode == 0, r.stderr
     _, want = logits(model, "scalar", tmp_path / "scalar.f32", *extra)
     assert want is not None and len(got) == len(want) > 0
     assert got == want
+
+
+@pytest.mark.parametrize("isa", LACKED)
+def test_an_isa_the_cpu_lacks_is_refused(isa):
+    r = run("logits", "--act-quant", "q8", "--isa", isa, "--tokens", "1,2")
+    assert r.returncode != 0 and r.returncode < 128, (r.returncode, r.stderr)
+    first = r.stderr.strip().splitlines()[0]
+    assert first.startswith(f"--isa {isa}: this CPU lacks it") and "available here: scalar" in first, r.stderr
 
 
 def test_auto_is_one_of_them_and_bad_choices_are_one_line_errors(tmp_path):
