@@ -24,6 +24,7 @@ Redis is started here on loopback (--maxmemory 1gb, allkeys-lru).
     .venv/bin/python scripts/bench_kv_remote.py fault --replicas 3 --agents 16 --turns 6
 """
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -120,6 +121,25 @@ def ttft(args):
           f"bar <= 0.25")
 
 
+@contextlib.contextmanager
+def cluster(args, n, redis):
+    """scripts/cluster.sh with n replicas (and --kv-remote when redis is given); yields (nginx port, state dir)."""
+    script = str(ROOT / "scripts" / "cluster.sh")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, AGENTKV_CLUSTER_DIR=tmp, AGENTKV_BIN=args.agentkv)
+        flags = ["--model", args.model, "--threads", "1", "--kv-cache-mb", str(args.kv_cache_mb), "--lr-cache-rank",
+                 "0"]
+        if redis:
+            flags += ["--kv-remote", redis.url]
+        port = free_port()
+        subprocess.run([script, "start", "--replicas", str(n), "--port", str(port), "--", *flags], env=env,
+                       check=True, capture_output=True)
+        try:
+            yield port, tmp
+        finally:
+            subprocess.run([script, "stop"], env=env, capture_output=True)
+
+
 def agent_load(port, args, seed):
     """--agents agents x --turns turns through 127.0.0.1:port; (requests/s, cached share, failures)."""
     words = "agent tool cache block prefix router replica adapter model token query answer river stone".split()
@@ -160,27 +180,17 @@ def agent_load(port, args, seed):
 
 
 def load(args):
-    script = str(ROOT / "scripts" / "cluster.sh")
     rows = []
     for name, n, with_tier in (("3 replicas, Redis tier", args.replicas, True),
                                ("3 replicas, no tier", args.replicas, False),
                                ("1 replica", 1, False)):
         redis = Redis() if with_tier else None
-        with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, AGENTKV_CLUSTER_DIR=tmp, AGENTKV_BIN=args.agentkv)
-            flags = ["--model", args.model, "--threads", "1", "--kv-cache-mb", str(args.kv_cache_mb),
-                     "--lr-cache-rank", "0"]
-            if redis:
-                flags += ["--kv-remote", redis.url]
-            port = free_port()
-            subprocess.run([script, "start", "--replicas", str(n), "--port", str(port), "--", *flags], env=env,
-                           check=True, capture_output=True)
-            try:
+        try:
+            with cluster(args, n, redis) as (port, _):
                 rps, hit, fail, dt = agent_load(port, args, args.seed)
-            finally:
-                subprocess.run([script, "stop"], env=env, capture_output=True)
-                if redis:
-                    redis.stop()
+        finally:
+            if redis:
+                redis.stop()
         rows.append((name.replace("3", str(args.replicas)), rps, hit, fail, dt))
         print(f"  {rows[-1][0]}: {rps:.2f} req/s, {100 * hit:.0f}% cached", file=sys.stderr)
     print(f"\n{args.agents} agents x {args.turns} turns, contexts from {args.context_words} words growing 30 per "
@@ -197,8 +207,7 @@ def turns_load(port, args, seed, after_turn=None):
     words = "agent tool cache block prefix router replica adapter model token query answer river stone".split()
     per_turn = [[0, 0, 0, 0] for _ in range(args.turns)]
     lock = threading.Lock()
-    barrier = threading.Barrier(args.agents, action=None)
-    turn_done = [0]
+    barrier = threading.Barrier(args.agents)
 
     def one(k):
         rng = random.Random(seed * 100 + k)
@@ -258,21 +267,12 @@ def replica_metrics(tmp, n):
 
 
 def fault(args):
-    script = str(ROOT / "scripts" / "cluster.sh")
     kill_after = args.kill_after_turn if args.kill_after_turn is not None else args.turns // 2 - 1
     arms = {}
     for name, with_tier in (("tier, Redis killed", True), ("no tier", False)):
         redis = Redis() if with_tier else None
-        with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, AGENTKV_CLUSTER_DIR=tmp, AGENTKV_BIN=args.agentkv)
-            flags = ["--model", args.model, "--threads", "1", "--kv-cache-mb", str(args.kv_cache_mb),
-                     "--lr-cache-rank", "0"]
-            if redis:
-                flags += ["--kv-remote", redis.url]
-            port = free_port()
-            subprocess.run([script, "start", "--replicas", str(args.replicas), "--port", str(port), "--", *flags],
-                           env=env, check=True, capture_output=True)
-            seen = {}
+        seen = {}
+        with cluster(args, args.replicas, redis) as (port, tmp):
 
             def after_turn(t):
                 print(f"  {name}: turn {t + 1}/{args.turns} done", file=sys.stderr)
@@ -281,11 +281,10 @@ def fault(args):
                     redis.stop()
                     print("  Redis killed", file=sys.stderr)
 
-            try:
-                per_turn = turns_load(port, args, args.seed, after_turn)
-                seen["after"] = replica_metrics(tmp, args.replicas)
-            finally:
-                subprocess.run([script, "stop"], env=env, capture_output=True)
+            per_turn = turns_load(port, args, args.seed, after_turn)
+            seen["after"] = replica_metrics(tmp, args.replicas)
+        if redis:
+            redis.stop()  # when the kill comes after the last turn
         arms[name] = (per_turn, seen)
     print(f"\n{args.agents} agents x {args.turns} turns in lockstep over {args.replicas} replicas behind nginx, no "
           f"session affinity; contexts from {args.context_words} words growing 30 per turn; Redis killed after turn "
