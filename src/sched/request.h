@@ -71,6 +71,11 @@ struct SchedRequest {
   //   gets shares of work with no tokens, and samples nothing in between.
   int32_t prompt_end_work = 0;
   int32_t pending_work = 0;
+  // Idle priority (the fidelity audit's exact re-runs): admitted only when
+  // no other request waits, given at most SchedulerConfig::background_rows
+  // of a step while others are active, and dropped (never requeued) first
+  // when the pool runs short.
+  bool background = false;
 };
 
 }  // namespace agentkv

@@ -24,7 +24,7 @@ void Scheduler::add(std::unique_ptr<SchedRequest> req) {
   req->n_computed = 0;
   SchedRequest* r = req.get();
   all_[r->id] = std::move(req);
-  waiting_.push_back(r);
+  (r->background ? idle_ : waiting_).push_back(r);
 }
 
 SchedRequest* Scheduler::find(RequestId id) {
@@ -60,18 +60,38 @@ void Scheduler::preempt(SchedRequest* r, SchedulerOutput* out) {
   out->preempted.push_back(r->id);
 }
 
+void Scheduler::drop(SchedRequest* r, SchedulerOutput* out) {
+  free_kv(r->id);
+  if (auto it = std::find(running_.begin(), running_.end(), r); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(idle_.begin(), idle_.end(), r); it != idle_.end()) idle_.erase(it);
+  out->dropped.push_back(r->id);
+  ++n_dropped_;
+  all_.erase(r->id);
+}
+
 bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out) {
   for (;;) {
     if (allocate_to(r, end)) return true;
-    // Out of blocks: the latest admitted request gives its blocks back.
-    SchedRequest* victim = running_.back();
-    preempt(victim, out);
-    if (victim == r) return false;
+    // Out of blocks: the latest admitted background request is dropped, else
+    // the latest admitted request gives its blocks back (a background
+    // request never takes a foreground one's).
+    SchedRequest* victim = nullptr;
+    for (auto it = running_.rbegin(); it != running_.rend() && victim == nullptr; ++it) {
+      if ((*it)->background) victim = *it;
+    }
+    if (victim == nullptr) victim = r->background ? r : running_.back();
+    const bool self = victim == r;
+    if (victim->background) {
+      drop(victim, out);
+    } else {
+      preempt(victim, out);
+    }
+    if (self) return false;
   }
 }
 
-int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
-  SchedRequest* r = waiting_.front();
+int32_t Scheduler::admit(std::deque<SchedRequest*>& queue, int32_t budget, SchedulerOutput* out) {
+  SchedRequest* r = queue.front();
   KvBlocks hit, lr_hit;
   const bool lr = r->lr && lr_kv_ != nullptr;
   if (cfg_.prefix_caching && r->read_cache) {
@@ -92,13 +112,13 @@ int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
     if (running_.empty() && out->seqs.empty()) {
       // The whole pool is free or evictable and still too small for this
       // request's next chunk: it can never run.
-      waiting_.pop_front();
+      queue.pop_front();
       out->aborted.push_back(r->id);
       all_.erase(r->id);
     }
     return 0;
   }
-  waiting_.pop_front();
+  queue.pop_front();
   r->state = RequestState::kRunning;
   r->n_computed = start;
   r->kv_hit_tokens = n_hit;
@@ -111,35 +131,72 @@ int32_t Scheduler::admit(int32_t budget, SchedulerOutput* out) {
   return n;
 }
 
+bool Scheduler::schedule_running(bool background, int32_t* budget, SchedulerOutput* out) {
+  // A snapshot: ensure_slots may preempt or drop requests of running_. Only
+  // later ones of this priority, or background ones, which a foreground
+  // pass does not visit; membership is checked by pointer before use.
+  std::vector<SchedRequest*> order;
+  for (SchedRequest* r : running_) {
+    if (r->background == background) order.push_back(r);
+  }
+  for (SchedRequest* r : order) {
+    if (*budget <= 0) break;
+    if (std::find(running_.begin(), running_.end(), r) == running_.end()) continue;
+    if (r->pending_work > 0) {
+      // Rows of tokens it already has slots for: no tokens, no sampling.
+      const int32_t w = std::min(r->pending_work, *budget);
+      out->seqs.push_back({r, r->n_computed, 0, false, w});
+      *budget -= w;
+      continue;
+    }
+    const int32_t n = std::min(next_chunk(*r, r->n_computed), *budget);
+    if (n <= 0) continue;
+    if (!ensure_slots(r, r->n_computed + n, out))
+      return false;  // r gave its own blocks back: it was the last
+    const int32_t end = r->n_computed + n;
+    const int32_t work = end == r->n_prompt && r->n_computed < r->n_prompt ? r->prompt_end_work : 0;
+    out->seqs.push_back({r, r->n_computed, n, end == static_cast<int32_t>(r->tokens.size()), work});
+    *budget -= n + work;
+  }
+  return true;
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int32_t budget = cfg_.max_batch_tokens;
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
-    SchedRequest* r = running_[i];
-    if (r->pending_work > 0) {
-      // Rows of tokens it already has slots for: no tokens, no sampling.
-      const int32_t w = std::min(r->pending_work, budget);
-      out.seqs.push_back({r, r->n_computed, 0, false, w});
-      budget -= w;
-      continue;
-    }
-    const int32_t n = std::min(next_chunk(*r, r->n_computed), budget);
-    if (n <= 0) continue;
-    if (!ensure_slots(r, r->n_computed + n, &out)) break;  // r preempted itself: it was the last
-    const int32_t end = r->n_computed + n;
-    const int32_t work = end == r->n_prompt && r->n_computed < r->n_prompt ? r->prompt_end_work : 0;
-    out.seqs.push_back({r, r->n_computed, n, end == static_cast<int32_t>(r->tokens.size()), work});
-    budget -= n + work;
-  }
+  schedule_running(/*background=*/false, &budget, &out);
   // As vLLM: no admissions in a step that had to preempt.
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < cfg_.max_running) {
     const size_t n_aborted = out.aborted.size();
-    const int32_t n = admit(budget, &out);
+    const int32_t n = admit(waiting_, budget, &out);
     if (n > 0) {
       budget -= n;
     } else if (out.aborted.size() == n_aborted) {
-      break;  // no room until something finishes
+      // No room: a background request gives its blocks first, else wait
+      // until something finishes.
+      SchedRequest* bg = nullptr;
+      for (auto it = running_.rbegin(); it != running_.rend() && bg == nullptr; ++it) {
+        if ((*it)->background) bg = *it;
+      }
+      if (bg == nullptr) break;
+      drop(bg, &out);
+    }
+  }
+  // Background requests: what the others left of the step, at most
+  // background_rows of it while any of them is active.
+  bool others = !waiting_.empty();
+  for (const SchedRequest* r : running_) others |= !r->background;
+  int32_t rest = others ? std::min(budget, std::max(0, cfg_.background_rows)) : budget;
+  if (!schedule_running(/*background=*/true, &rest, &out)) return out;
+  while (out.preempted.empty() && out.dropped.empty() && waiting_.empty() && !idle_.empty() && rest > 0 &&
+         static_cast<int32_t>(running_.size()) < cfg_.max_running) {
+    const size_t n_aborted = out.aborted.size();
+    const int32_t n = admit(idle_, rest, &out);
+    if (n > 0) {
+      rest -= n;
+    } else if (out.aborted.size() == n_aborted) {
+      break;
     }
   }
   return out;
@@ -181,6 +238,7 @@ void Scheduler::finish(RequestId id) {
   SchedRequest* r = find(id);
   if (!r) return;
   if (auto it = std::find(waiting_.begin(), waiting_.end(), r); it != waiting_.end()) waiting_.erase(it);
+  if (auto it = std::find(idle_.begin(), idle_.end(), r); it != idle_.end()) idle_.erase(it);
   if (auto it = std::find(running_.begin(), running_.end(), r); it != running_.end()) running_.erase(it);
   free_kv(id);
   all_.erase(id);

@@ -6,7 +6,11 @@
 // cached prefix. When the pool cannot supply blocks, the most recently
 // admitted running request is preempted: its blocks are freed (they stay
 // cached, so the recompute usually hits) and it goes back to the head of the
-// queue with all its tokens, to be recomputed later. Nothing is dropped.
+// queue with all its tokens, to be recomputed later. Nothing is dropped,
+// except background requests (SchedRequest::background): they wait in a
+// queue of their own, run on what the others leave of a step (at most
+// background_rows of it while any other request is active), and are the
+// first to give their blocks back, by being dropped.
 //
 // Single-threaded: the engine thread owns it.
 #pragma once
@@ -26,6 +30,9 @@ struct SchedulerConfig {
   int32_t max_batch_tokens = 512;  // token rows per step
   int32_t max_running = 64;        // sequences per step
   bool prefix_caching = true;
+  // Token rows per step that background requests may take while any other
+  // request runs or waits (all of what is left when none does).
+  int32_t background_rows = 32;
 };
 
 // One sequence's share of a step: compute tokens [begin, begin + n).
@@ -46,6 +53,9 @@ struct SchedulerOutput {
   // has. The engine finishes them (error, or "length" if they have output);
   // they are already out of the scheduler.
   std::vector<RequestId> aborted;
+  // Background requests dropped to free blocks for others: out of the
+  // scheduler already; the engine ends them with an error.
+  std::vector<RequestId> dropped;
   int32_t n_tokens() const {
     int32_t t = 0;
     for (const auto& s : seqs) t += s.n;
@@ -85,9 +95,11 @@ class Scheduler {
   void finish(RequestId id);
 
   SchedRequest* find(RequestId id);
-  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }  // background ones apart
+  int32_t n_background_waiting() const { return static_cast<int32_t>(idle_.size()); }
   int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
-  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  bool has_work() const { return !waiting_.empty() || !idle_.empty() || !running_.empty(); }
+  int64_t n_dropped() const { return n_dropped_; }
   int64_t n_preemptions() const { return n_preemptions_; }
   int64_t n_prefix_hit_tokens() const { return n_hit_tokens_; }
   const SchedulerConfig& config() const { return cfg_; }
@@ -97,8 +109,13 @@ class Scheduler {
   // running_ as needed. False if the request itself had to be preempted.
   bool ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out);
   void preempt(SchedRequest* r, SchedulerOutput* out);
-  // Admits waiting_.front() with up to `budget` tokens; 0 if it cannot.
-  int32_t admit(int32_t budget, SchedulerOutput* out);
+  // Admits queue.front() with up to `budget` tokens; 0 if it cannot.
+  int32_t admit(std::deque<SchedRequest*>& queue, int32_t budget, SchedulerOutput* out);
+  // Out of the scheduler, blocks freed, listed in out->dropped.
+  void drop(SchedRequest* r, SchedulerOutput* out);
+  // Schedules running_'s requests of one priority; false when one of them
+  // had to preempt itself (the step is full).
+  bool schedule_running(bool background, int32_t* budget, SchedulerOutput* out);
 
   // Slots up to `end` tokens in both pools; false, with nothing changed in
   // the component pool, when either is short.
@@ -110,8 +127,10 @@ class Scheduler {
   SchedulerConfig cfg_;
   std::unordered_map<RequestId, std::unique_ptr<SchedRequest>> all_;
   std::deque<SchedRequest*> waiting_;
+  std::deque<SchedRequest*> idle_;      // waiting background requests
   std::vector<SchedRequest*> running_;  // admission order
   int64_t n_preemptions_ = 0;
+  int64_t n_dropped_ = 0;
   int64_t n_hit_tokens_ = 0;
 };
 

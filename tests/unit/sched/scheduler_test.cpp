@@ -382,3 +382,90 @@ TEST(Scheduler, RandomWorkloadRunsToCompletion) {
 
 }  // namespace
 }  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+std::unique_ptr<SchedRequest> background_req(RequestId id, std::vector<int32_t> tokens) {
+  auto r = make_req(id, std::move(tokens));
+  r->background = true;
+  return r;
+}
+
+int32_t rows_of(const SchedulerOutput& out, RequestId id) {
+  int32_t n = 0;
+  for (const auto& q : out.seqs) n += q.req->id == id ? q.n + q.work : 0;
+  return n;
+}
+
+// A background request runs on what foreground requests leave of a step, at
+// most background_rows of it while one of them is active, and on the whole
+// step once none is.
+TEST(SchedulerBackground, TakesOnlyTheRowsOthersLeave) {
+  KvManager kv(256, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/32, /*max_running=*/8, true};
+  cfg.background_rows = 8;
+  Scheduler s(&kv, cfg);
+  s.add(background_req(9, iota_tokens(100, 900)));
+  s.add(make_req(1, iota_tokens(60)));
+  EXPECT_EQ(s.n_waiting(), 1);
+  EXPECT_EQ(s.n_background_waiting(), 1);
+  SchedulerOutput out = step(s);  // request 1 fills the step: 32 rows
+  EXPECT_EQ(rows_of(out, 1), 32);
+  EXPECT_EQ(rows_of(out, 9), 0);
+  out = step(s);  // 28 rows of request 1 leave 4
+  EXPECT_EQ(rows_of(out, 1), 28);
+  EXPECT_EQ(rows_of(out, 9), 4);
+  out = step(s);  // request 1 decodes (1 row): the background gets its cap
+  EXPECT_EQ(rows_of(out, 1), 1);
+  EXPECT_EQ(rows_of(out, 9), 8);
+  s.finish(1);
+  out = step(s);  // alone: the whole step
+  EXPECT_EQ(rows_of(out, 9), 32);
+}
+
+// A foreground request that arrives is admitted before a waiting background
+// one, whatever the arrival order.
+TEST(SchedulerBackground, WaitsBehindEveryForegroundRequest) {
+  KvManager kv(256, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/16, /*max_running=*/8, true};
+  cfg.background_rows = 0;
+  Scheduler s(&kv, cfg);
+  s.add(background_req(9, iota_tokens(8, 900)));
+  s.add(make_req(1, iota_tokens(40)));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(rows_of(step(s), 9), 0) << i;  // background_rows 0: nothing while 1 runs
+  s.finish(1);
+  EXPECT_EQ(rows_of(step(s), 9), 8);
+}
+
+// Under pool pressure a background request is dropped (not requeued) before
+// any foreground request is preempted, and never takes a foreground
+// request's blocks: it drops itself instead.
+TEST(SchedulerBackground, IsDroppedFirstWhenThePoolRunsShort) {
+  KvManager kv(8, kBs);  // 32 tokens
+  Scheduler s(&kv, {/*max_batch_tokens=*/64, /*max_running=*/8, true});
+  s.add(background_req(9, iota_tokens(12, 900)));
+  SchedulerOutput out = step(s);  // alone: admitted, 3 blocks
+  EXPECT_EQ(rows_of(out, 9), 12);
+  s.add(make_req(1, iota_tokens(24)));  // 6 blocks: only 5 are free
+  out = step(s);
+  EXPECT_EQ(out.dropped, (std::vector<RequestId>{9}));
+  EXPECT_TRUE(out.preempted.empty());
+  EXPECT_EQ(rows_of(out, 1), 24);
+  EXPECT_EQ(s.find(9), nullptr);  // out of the scheduler
+  EXPECT_EQ(s.n_dropped(), 1);
+  // A background request that needs more blocks than the foreground ones
+  // leave drops itself; the foreground request keeps running.
+  s.add(background_req(8, iota_tokens(4, 800)));
+  for (int i = 0; i < 6 && s.find(8) != nullptr; ++i) {
+    out = step(s);
+    EXPECT_TRUE(out.preempted.empty()) << i;
+  }
+  EXPECT_EQ(s.find(8), nullptr);  // dropped itself (in its second step)
+  EXPECT_EQ(s.n_dropped(), 2);
+  EXPECT_NE(s.find(1), nullptr);
+}
+
+}  // namespace
+}  // namespace agentkv
