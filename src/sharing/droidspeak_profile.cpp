@@ -7,10 +7,12 @@
 #include <numeric>
 #include <sstream>
 
+#include "sharing/profile_dir.h"
+
 namespace agentkv {
 
 namespace {
-constexpr const char* kFormat = "agentkv-droidspeak-profile";
+constexpr const char* kFormat = kDroidspeakProfileFormat;
 constexpr int64_t kVersion = 1;
 }  // namespace
 

@@ -8,11 +8,13 @@
 #include <numeric>
 #include <sstream>
 
+#include "sharing/profile_dir.h"
+
 namespace agentkv {
 
 namespace {
 
-constexpr const char* kFormat = "agentkv-relay-profile";
+constexpr const char* kFormat = kRelayProfileFormat;
 constexpr int kVersion = 1;
 
 std::vector<double> ranks(const std::vector<float>& x) {
