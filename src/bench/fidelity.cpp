@@ -90,6 +90,8 @@ FidelityRow finish_row(const std::string& label, const Acc& a) {
   r.speedup = median(a.speedup);
   for (double x : a.scores) r.accuracy += x / n;
   r.scores = a.scores;
+  r.kls = a.kl;
+  r.reuses = a.reuse;
   return r;
 }
 
@@ -278,6 +280,8 @@ FidelityRow fidelity_average_row(const std::string& label, const std::vector<Fid
     r.speedup += x.speedup / n;
     r.accuracy += x.accuracy / n;
     r.scores.insert(r.scores.end(), x.scores.begin(), x.scores.end());
+    r.kls.insert(r.kls.end(), x.kls.begin(), x.kls.end());
+    r.reuses.insert(r.reuses.end(), x.reuses.begin(), x.reuses.end());
   }
   return r;
 }

@@ -29,7 +29,7 @@ struct FidelityOptions {
   int32_t block_size = 16;
   int64_t kv_cache_mb = 1024;
   std::string kv_dtype = "f16";  // ServingOptions::kv_dtype
-  std::string act_quant = "f32";  // ServingOptions::act_quant
+  std::string act_quant = "q8";  // ServingOptions::act_quant
   std::string relay_profile;      // ServingOptions::relay_profile, when a scheme is relay
   // ServingOptions::max_batch_tokens of both engines: a prompt longer is
   // prefilled in chunks (cacheblend and sparsex still select once over it).
@@ -52,6 +52,8 @@ struct FidelityRow {
   double speedup = 0;          // median over prompts of TTFT(full) / TTFT(scheme)
   double accuracy = 0;         // mean over prompts of the share of expected answers in the greedy output
   std::vector<double> scores;  // each prompt's answer score, in prompt order (paired tests against full)
+  std::vector<double> kls;     // each prompt's mean KL, in prompt order (paired comparisons of schemes)
+  std::vector<double> reuses;  // each prompt's reuse share, in prompt order
 };
 
 struct FidelityReport {

@@ -50,9 +50,13 @@ void print_table(const FidelityRow& full, const std::vector<FidelityRow>& rows) 
 }
 
 nlohmann::json row_json(const std::string& task, const FidelityRow& r) {
-  return {{"task", task},       {"label", r.label},     {"mean_kl", r.mean_kl}, {"max_kl", r.max_kl},
-          {"top1", r.top1},     {"exact", r.exact},     {"reuse", r.reuse},     {"reused_tokens", r.reused_tokens},
-          {"ttft_s", r.ttft_s}, {"speedup", r.speedup}, {"accuracy", r.accuracy}, {"scores", r.scores}};
+  return {{"task", task},           {"label", r.label},
+          {"mean_kl", r.mean_kl},   {"max_kl", r.max_kl},
+          {"top1", r.top1},         {"exact", r.exact},
+          {"reuse", r.reuse},       {"reused_tokens", r.reused_tokens},
+          {"ttft_s", r.ttft_s},     {"speedup", r.speedup},
+          {"accuracy", r.accuracy}, {"scores", r.scores},
+          {"kls", r.kls},           {"reuses", r.reuses}};
 }
 
 // The task's calibrated shape with the shared options and the set shape
