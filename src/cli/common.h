@@ -19,7 +19,7 @@ struct EngineArgs {
   int32_t block_size = 16;
   int32_t ubatch = 512;  // token rows per step: prefill chunks
   std::string kv_dtype = "f16";
-  std::string act_quant = "f32";
+  std::string act_quant = "q8";
 };
 
 // The serving engine for EngineArgs: --ctx-size is both the KV pool and the

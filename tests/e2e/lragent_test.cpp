@@ -74,6 +74,14 @@ class Lragent : public ::testing::Test {
     // and the limits below hold to f16's rounding (1.9e-3 in logprob,
     // measured 2026-11-25), not to float's.
     o.kv_dtype = "f32";
+    // f32 activations, the reference mode: the LR schemes sum V in another
+    // order than none, and q8 turns such 1e-7 differences into whole 8-bit
+    // rounding steps wherever a value sits near a rounding boundary. One
+    // agent under lragent-base then moved logprobs by up to 0.14 against
+    // none under q8 (measured 2026-11-27: the per-layer attention sums
+    // agree to 1e-7 at layers 0-1 and part by 1e-4 from layer 3 on), where
+    // f32 keeps them within 8.1e-6. docs/usage.md, "--act-quant".
+    o.act_quant = "f32";
     o.flash_lora = flash_lora;
     for (const char* n : {"plan", "action", "reflect", "kproj"})
       o.adapters.push_back({n, (dir_ / n).string(), ""});

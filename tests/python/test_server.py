@@ -74,11 +74,11 @@ def test_models_lists_the_served_name(server, client):
 
 def test_chat(client):
     r = client.chat.completions.create(model=MODEL_NAME, temperature=0, max_tokens=16,
-                                       messages=[{"role": "user", "content": "What is the capital of France?"}])
+                                       messages=[{"role": "user", "content": "What is the capital of Japan?"}])
     assert r.object == "chat.completion" and r.model == MODEL_NAME and r.id.startswith("chatcmpl")
     ch = r.choices[0]
     assert ch.message.role == "assistant"
-    assert "Paris" in ch.message.content
+    assert "Tokyo" in ch.message.content
     assert ch.finish_reason == "stop"
     u = r.usage
     assert u.prompt_tokens > 5 and 0 < u.completion_tokens < 16

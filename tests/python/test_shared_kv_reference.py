@@ -111,9 +111,10 @@ def text_ids(tokens):
 
 @pytest.fixture(scope="module")
 def server(start_module_server):
-    # f32 KV: the reference keeps K and V unrounded (f16's own cost is
-    # test_logits' business).
+    # f32 KV and f32 activations: the reference keeps K and V unrounded and
+    # computes in float64 (f16's and q8's own costs are test_logits' business).
     args = ["--block-size", BLOCK, "--max-model-len", 1024, "--kv-cache-mb", 64, "--kv-dtype", "f32",
+            "--act-quant", "f32",
             "--droidspeak-layers", ",".join(map(str, DROID_FEW)),
             "--adapter", f"plan={ADAPTERS / 'plan'}", "--adapter", f"action={ADAPTERS / 'action'}"]
     return start_module_server(*args)
