@@ -82,6 +82,12 @@ struct ServeRequest {
   // decode computes generated tokens, instead of in prefill chunks (the
   // chunk before stops at this index); exercises the KV cache path. -1: off.
   int32_t one_per_step_from = -1;
+  // Idle priority (the server's fidelity audit; not on the HTTP API): the
+  // request is admitted only when no other request waits, takes at most
+  // ServingOptions::background_rows of a step while others run, and is the
+  // first to go when the KV pool runs short: it then ends with kError and
+  // an error that starts with "dropped". Its tokens count in no stats.
+  bool background = false;
   // For `agentkv profile-relay` and tests (not on the HTTP API): with a
   // segment-reuse scheme, called on the engine thread at every layer for the
   // prompt's reused positions active there, with their fresh K (after RoPE)
@@ -154,15 +160,18 @@ struct ServingOptions {
   // Element type of the K/V cache: "f16" (half the bytes of f32 per token),
   // "bf16" or "f32" (what the float64 reference tests compare against).
   std::string kv_dtype = "f16";
-  // Activations of products with q4_0, q4_1 and q8_0 weights: "f32" (exact
-  // product with the dequantized weights) or "q8" (8-bit blocks and integer
-  // dot products, as llama.cpp: faster, about 1e-3 on the logits).
-  std::string act_quant = "f32";
+  // Activations of products with q4_0, q4_1 and q8_0 weights: "q8" (8-bit
+  // blocks and integer dot products, llama.cpp's arithmetic: the default, and
+  // faster) or "f32" (exact product with the dequantized weights: the
+  // reference mode the float64 checks use; about 1e-3 apart on the logits).
+  // Exact schemes are bitwise in either mode.
+  std::string act_quant = "q8";
   int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
                                       // the CLI's --ctx-size
   int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)
   int32_t max_batch_tokens = 512;     // token rows per step (chunked prefill)
   int32_t max_running = 64;           // sequences in one step
+  int32_t background_rows = 32;       // rows per step background requests may take while others run
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
   std::string kv_sharing = "none";    // default scheme: a name of sharing_scheme_names()
@@ -200,6 +209,14 @@ struct ServingOptions {
   // critical layers become droidspeak's default (unless
   // kv_sharing_params.critical_layers is set).
   std::string droidspeak_profile;
+  // Room for hidden-state snapshots at the layer where the defaults above
+  // start (relay's l_start, droidspeak's first critical layer), so that a
+  // request under that scheme recomputes from there instead of from layer 0.
+  // Each costs d_model floats per token of the pool: about a tenth of a
+  // block's f16 K/V on SmolLM2-135M. serve turns them off for a profile it
+  // found by model id (--profile-dir) rather than was given.
+  bool relay_snapshots = true;
+  bool droidspeak_snapshots = true;
   // LRAgent's LR cache (lragent-base, lragent-baselr): room for v_proj LoRA
   // ranks up to this (0: no LR cache; those schemes then refuse requests).
   // It takes kLrBlocksPerKvBlock LR blocks per K/V block of the budget.

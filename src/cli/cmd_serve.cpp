@@ -28,9 +28,11 @@
 #include "cluster/kv_event_publisher.h"
 #include "cluster/redis_kv_tier.h"
 #include "server/adapter_path.h"
+#include "server/fidelity_audit.h"
 #include "server/http_server.h"
 #include "server/segment_store.h"
 #include "server/serve_config.h"
+#include "sharing/profile_dir.h"
 #include "sharing/scheme.h"
 #include "util/file_id.h"
 
@@ -47,9 +49,11 @@ struct ServeArgs {
   std::vector<ServingOptions::AdapterSpec> config_adapters;  // from --config, used without --adapter
   std::string segment_dir;  // --segment-dir: frozen segments saved at shutdown, restored at start
   std::string config_path;
+  std::string profile_dir = "profiles";  // --profile-dir: relay/droidspeak profiles found by model id
   bool no_prefix_caching = false;
   cluster::KvEventPublisherOptions kv_events;  // endpoint "": no KV cache events
   cluster::RedisKvTierOptions kv_remote;       // url "": no remote tier
+  server::FidelityAuditConfig audit;           // rate 0: no audit
 };
 
 // Set by the signal handler, polled by the main thread: a lock-free atomic
@@ -261,6 +265,49 @@ void restore_segments(ServingEngine& engine, const std::string& dir, const std::
   }
 }
 
+// The relay and DroidSpeak profiles of the model served, from --profile-dir,
+// where neither --relay-profile nor --droidspeak-profile names one: their
+// layers become the schemes' defaults, so a request asking for relay or
+// droidspeak runs instead of being refused. Hidden-state snapshots are kept
+// for them only where the server's default scheme is theirs: they would
+// cost every other request a tenth of the pool each.
+Status find_profiles(ServeArgs& a, std::string* model_id) {
+  const bool relay = a.engine.relay_profile.empty();
+  const bool droidspeak = a.engine.droidspeak_profile.empty() && !a.engine.kv_sharing_params.critical_layers;
+  if (a.profile_dir.empty() || (!relay && !droidspeak)) return Status::ok();
+  if (model_id->empty()) {
+    AKV_ASSIGN_OR_RETURN(*model_id, file_content_id(a.engine.model_path));
+  }
+  if (relay) {
+    a.engine.relay_profile = find_profile(a.profile_dir, kRelayProfileSuffix, kRelayProfileFormat, *model_id);
+    a.engine.relay_snapshots = a.engine.kv_sharing == "relay";
+  }
+  if (droidspeak) {
+    a.engine.droidspeak_profile =
+        find_profile(a.profile_dir, kDroidspeakProfileSuffix, kDroidspeakProfileFormat, *model_id);
+    a.engine.droidspeak_snapshots = a.engine.kv_sharing == "droidspeak";
+  }
+  auto report = [&](bool looked, const std::string& path, const char* what, bool snapshots) {
+    if (!looked) return;
+    if (path.empty()) {
+      std::fprintf(stderr,
+                   "agentkv: no %s profile of this model in '%s': requests under %s need --%s-profile\n",
+                   what, a.profile_dir.c_str(), what, what);
+    } else if (snapshots) {
+      std::fprintf(stderr, "agentkv: %s profile %s (found by model id)\n", what, path.c_str());
+    } else {
+      std::fprintf(
+          stderr,
+          "agentkv: %s profile %s (found by model id; no hidden-state snapshots, so %s recomputes from "
+          "layer 0: --%s-profile keeps them)\n",
+          what, path.c_str(), what, what);
+    }
+  };
+  report(relay, a.engine.relay_profile, "relay", a.engine.relay_snapshots);
+  report(droidspeak, a.engine.droidspeak_profile, "droidspeak", a.engine.droidspeak_snapshots);
+  return Status::ok();
+}
+
 Status serve(ServeArgs& a, CLI::App* cmd) {
   if (!a.config_path.empty()) AKV_RETURN_IF_ERROR(apply_config_file(cmd, a, a.config_path));
   AKV_RETURN_IF_ERROR(parse_api_keys(a, a.server));
@@ -277,6 +324,8 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     AKV_RETURN_IF_ERROR(server::check_segment_dir(a.segment_dir));
     AKV_ASSIGN_OR_RETURN(model_id, file_content_id(a.engine.model_path));
   }
+
+  AKV_RETURN_IF_ERROR(find_profiles(a, &model_id));
 
   if (a.kv_events.endpoint.empty() && !a.kv_events.replay_endpoint.empty()) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-events-replay needs --kv-events");
@@ -339,6 +388,14 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     return created.status();
   }
   engine = std::move(created).value();
+  if (a.audit.rate > 0) {
+    a.audit.default_scheme = a.engine.kv_sharing;
+    a.audit.base_model = a.server.model_name;
+    engine = server::make_auditing_engine(std::move(engine), a.audit, http.registry());
+    std::fprintf(stderr,
+                 "agentkv: fidelity audit of %g of the requests under a sharing scheme (%d positions each)\n",
+                 a.audit.rate, a.audit.tokens);
+  }
   if (!a.segment_dir.empty()) restore_segments(*engine, a.segment_dir, model_id);
   if (Status st = http.attach(*engine); !st.is_ok()) {
     http.shutdown();
@@ -441,6 +498,21 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--max-running", e.max_running, "sequences computed together in one step")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option(
+         "--fidelity-audit", a->audit.rate,
+         "share of the requests under a KV-sharing scheme re-run exactly at idle priority, their KL and "
+         "top-1 agreement against what was served exported in /metrics (agentkv_fidelity_audit_*); 0: off")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--fidelity-audit-tokens", a->audit.tokens, "generated positions each audit compares")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option(
+         "--background-rows", e.background_rows,
+         "token rows per step that background work (the fidelity audit's re-runs) may take while user "
+         "requests run")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--max-queue", e.max_queue, "waiting requests; beyond, requests get HTTP 429")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
@@ -554,6 +626,12 @@ void register_serve(CLI::App& app) {
   cmd->add_flag_function(
       "--no-flash-lora", [&e](int64_t) { e.flash_lora = false; },
       "LRAgent: attend over V expanded from the LR cache each step instead of Flash-LoRA-Attention (for comparison)");
+  cmd->add_option(
+         "--profile-dir", a->profile_dir,
+         "where --relay-profile and --droidspeak-profile are looked for by model id when not given (their "
+         "layers become the defaults; hidden-state snapshots only where --kv-sharing is that scheme); '' "
+         "looks nowhere")
+      ->capture_default_str();
   cmd->add_option("--droidspeak-profile", e.droidspeak_profile,
                   "droidspeak: the critical-layer profile of this model (agentkv profile-droidspeak writes one); its "
                   "layers become the default")

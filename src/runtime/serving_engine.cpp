@@ -53,8 +53,18 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   {
     const KvSharingParams& d = e->opts_.kv_sharing_params;
     if (d.l_start || d.l_det || d.l_end) {
-      AKV_RETURN_IF_ERROR(sharing_scheme_get("relay")->check_params(d).with_context("relay defaults"));
-      AKV_RETURN_IF_ERROR(sharing_scheme_get("relay")->check_model(d, s.n_layers).with_context("relay defaults"));
+      // Only relay's own fields: the other schemes' defaults sit beside them.
+      KvSharingParams only;
+      only.l_start = d.l_start;
+      only.l_det = d.l_det;
+      only.l_end = d.l_end;
+      only.dev_threshold = d.dev_threshold;
+      only.influence_threshold = d.influence_threshold;
+      only.suffix_tokens = d.suffix_tokens;
+      only.min_segment_tokens = d.min_segment_tokens;
+      const SharingScheme* relay = sharing_scheme_get("relay");
+      AKV_RETURN_IF_ERROR(relay->check_params(only).with_context("relay defaults"));
+      AKV_RETURN_IF_ERROR(relay->check_model(only, s.n_layers).with_context("relay defaults"));
     }
     if (d.critical_layers) {
       const SharingScheme* ds = sharing_scheme_get("droidspeak");
@@ -65,10 +75,12 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     }
     // Snapshots are kept at the server's l_start; a request asking for
     // another one resumes from layer 0.
-    if (opts.relay_capture != "off" && d.l_start && *d.l_start > 0) e->capture_layer_ = *d.l_start;
+    if (opts.relay_snapshots && opts.relay_capture != "off" && d.l_start && *d.l_start > 0) {
+      e->capture_layer_ = *d.l_start;
+    }
     // DroidSpeak's: the hidden state entering the server's first critical
     // layer, so its recompute rows start there.
-    if (d.critical_layers && !d.critical_layers->empty()) {
+    if (opts.droidspeak_snapshots && d.critical_layers && !d.critical_layers->empty()) {
       const int32_t first = *std::min_element(d.critical_layers->begin(), d.critical_layers->end());
       if (first > 0) e->ds_layer_ = first;
     }
@@ -145,6 +157,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   sc.max_batch_tokens = opts.max_batch_tokens;
   sc.max_running = opts.max_running;
   sc.prefix_caching = opts.prefix_caching;
+  sc.background_rows = opts.background_rows;
   e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc, e->lr_kv_.get());
   e->stats_.kv_bytes_per_block = block_bytes - lr_bytes;
   e->stats_.lr_bytes_per_block = opts.lr_cache_rank > 0 ? lg.block_bytes() : 0;
@@ -394,6 +407,7 @@ void ServingEngineImpl::loop() {
       r->keys = r->base_keys;
       r->read_cache = p.req.prompt_logprobs < 0;
       r->one_per_step_from = p.req.one_per_step_from;
+      r->background = p.req.background;
       const int32_t from = p.sharing.lineage_from;
       if (from != kNever) {
         r->keys.lineage = p.adapter->id;
@@ -441,6 +455,14 @@ void ServingEngineImpl::loop() {
     // rows' state goes with its blocks.
     for (RequestId id : out.preempted) {
       if (auto it = live_.find(id); it != live_.end()) release_defer(it->second);
+    }
+    for (RequestId id : out.dropped) {
+      auto it = live_.find(id);
+      if (it == live_.end()) continue;
+      release_defer(it->second);
+      ServeEvent ev;
+      ev.error = "dropped: a background request gives its KV blocks to others first";
+      finish(id, ServeFinish::kError, std::move(ev));
     }
     for (RequestId id : out.aborted) {
       ServeEvent ev;
@@ -509,13 +531,13 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     seq_req.push_back(&l);
     if (s.n == 0 && s.work > 0) {
       // Rows kept above a whole-prompt selection, in a share of their own.
-      seq_scheme.push_back(l.sharing.scheme);
+      seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
       seq_live.push_back(&l);
       plan_resume(s, l, adapter_index, &step, &logit_rows);
       continue;
     }
     if (l.planner && s.begin < l.n_prompt) {
-      seq_scheme.push_back(l.sharing.scheme);
+      seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
       seq_live.push_back(&l);
       plan_reuse(s, l, adapter_index, &step);
       const StepSeq& added = step.seqs.back();
@@ -524,7 +546,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       }
       continue;
     }
-    seq_scheme.push_back(l.sharing.scheme);
+    seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
     seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
     plan_rows(s, l, adapter_index, &step, &logit_rows);
   }
@@ -567,7 +589,8 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     ++stats_.steps;
     stats_.max_step_token_layers = std::max(stats_.max_step_token_layers, so.row_layers);
     for (size_t i = 0; i < seq_scheme.size() && i < so.seq_row_layers.size(); ++i) {
-      stats_.computed_token_layers_by_scheme[seq_scheme[i]] += so.seq_row_layers[i];
+      if (seq_scheme[i] != nullptr)
+        stats_.computed_token_layers_by_scheme[seq_scheme[i]] += so.seq_row_layers[i];
     }
   }
   for (size_t i = 0; i < seq_live.size() && i < so.seq_row_layers.size(); ++i) {
@@ -594,6 +617,21 @@ void ServingEngineImpl::on_prompt_logits(ServeId id, int32_t pos, std::span<cons
   l.prompt_lps[pos] = logprobs_of(logits, r->tokens[pos + 1], l.prompt_logprobs);
 }
 
+void ServingEngineImpl::count_prompt(const Live& l, const ServeEvent& ev) {
+  if (l.background) return;
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.prompt_tokens += l.n_prompt;
+  AdapterStats& m = stats_.per_model[l.model];
+  ++m.requests;
+  m.prompt_tokens += l.n_prompt;
+  m.cached_tokens += ev.cached_tokens;
+  stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
+  stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
+  stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
+  if (ev.reused_tokens > 0)
+    stats_.reused_token_layers_by_scheme[l.sharing.scheme] += reused_entries(l, ev.cached_tokens);
+}
+
 void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
   auto it = live_.find(id);
   SchedRequest* r = sched_->find(id);
@@ -612,16 +650,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     ev.queue_s = l.queue_s;
     ev.ttft_s = l.ttft_s;
     ev.prompt_logprobs = std::move(l.prompt_lps);
-    std::lock_guard<std::mutex> lk(mu_);
-    stats_.prompt_tokens += l.n_prompt;
-    AdapterStats& m = stats_.per_model[l.model];
-    ++m.requests;
-    m.prompt_tokens += l.n_prompt;
-    m.cached_tokens += ev.cached_tokens;
-    stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
-    stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
-    stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
-    if (ev.reused_tokens > 0) stats_.reused_token_layers_by_scheme[l.sharing.scheme] += reused_entries(l, ev.cached_tokens);
+    count_prompt(l, ev);
   }
   if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
   const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();
@@ -693,8 +722,8 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   const bool was_queued = !l.scheduled;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    stats_.per_model[l.model].completion_tokens += l.n_generated;
-    if (l.sharing.lr_fallback) ++stats_.lr_fallback_requests;
+    if (!l.background) stats_.per_model[l.model].completion_tokens += l.n_generated;
+    if (l.sharing.lr_fallback && !l.background) ++stats_.lr_fallback_requests;
   }
   l.sink(std::move(ev));
   release_defer(l);

@@ -63,6 +63,7 @@ struct Live {
   std::vector<int32_t> stop_token_ids;
   int32_t prompt_logprobs = -1;
   bool return_logits = false;
+  bool background = false;               // ServeRequest::background: counted in no stats
   std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
   int32_t n_prompt = 0;
   int32_t n_generated = 0;
@@ -120,10 +121,20 @@ struct Live {
   double session_retention_s = 0;
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
-      : sink(std::move(s)), sampler(r.sampling), stops(r.stop), detok(tok), max_tokens(r.max_tokens),
-        ignore_eos(r.ignore_eos), stop_token_ids(r.stop_token_ids), prompt_logprobs(r.prompt_logprobs),
-        return_logits(r.return_logits), n_prompt(static_cast<int32_t>(r.prompt.size())), submitted(t),
-        kv_probe(r.kv_probe), forced(r.forced_tokens) {
+      : sink(std::move(s)),
+        sampler(r.sampling),
+        stops(r.stop),
+        detok(tok),
+        max_tokens(r.max_tokens),
+        ignore_eos(r.ignore_eos),
+        stop_token_ids(r.stop_token_ids),
+        prompt_logprobs(r.prompt_logprobs),
+        return_logits(r.return_logits),
+        background(r.background),
+        n_prompt(static_cast<int32_t>(r.prompt.size())),
+        submitted(t),
+        kv_probe(r.kv_probe),
+        forced(r.forced_tokens) {
     if (r.constraint) matcher = r.constraint->matcher();
     if (!r.session_id.empty()) {
       session_key = agentkv::session_key(r.tenant, r.session_id);
@@ -217,6 +228,8 @@ class ServingEngineImpl final : public ServingEngine {
   // Drops the request's deferred state and gives its scratch back.
   void release_defer(Live& l);
   // Turns one logits row into a token and an event; finishes when it should.
+  // A request's prompt in the stats, at its first token (not background ones).
+  void count_prompt(const Live& l, const ServeEvent& ev);
   void on_logits(ServeId id, std::span<const float> logits);
   Status end_session(const std::string& tenant, const std::string& id) override;
   // The grammar mask of `l`'s next token (words = ceil(n_vocab / 32)).

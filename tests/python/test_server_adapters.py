@@ -198,7 +198,6 @@ def test_bad_kv_sharing_is_400(server, value):
     ({"scheme": "sparsex", "tail_tokens": "all"}, "kv_sharing.tail_tokens", "integer"),
     ({"scheme": "cacheblend", "overflow_blocks": 1}, None, "takes no 'overflow_blocks'"),
     ({"scheme": "sparsex", "check_layer": 2}, None, "takes no 'check_layer'"),
-    ({"scheme": "relay"}, None, "needs its layers l_start, l_det and l_end"),
     ({"scheme": "relay", "l_start": 1, "l_det": 3, "l_end": 31}, None, "past the model's 30 layers"),
     ({"scheme": "relay", "l_start": 4, "l_det": 2, "l_end": 12}, None, "l_start <= l_det < l_end"),
     ({"scheme": "relay", "l_start": "1", "l_det": 3, "l_end": 12}, "kv_sharing.l_start", "integer"),
