@@ -149,13 +149,16 @@ class AuditingEngine final : public ServingEngine {
     count("skipped");
   }
 
+  // The engine is called outside mu_, which its thread takes in enqueue().
   void stop_worker() {
+    std::optional<ServeId> in_flight;
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (stopping_) return;
       stopping_ = true;
-      if (in_flight_) inner_->cancel(*in_flight_);
+      in_flight = in_flight_;
     }
+    if (in_flight) inner_->cancel(*in_flight);
     cv_.notify_all();
     if (worker_.joinable()) worker_.join();
   }
@@ -200,11 +203,13 @@ class AuditingEngine final : public ServingEngine {
       }
     });
     if (!id.is_ok()) return count("failed");
+    bool stopping;
     {
       std::lock_guard<std::mutex> lk(mu_);
       in_flight_ = *id;
-      if (stopping_) inner_->cancel(*id);
+      stopping = stopping_;
     }
+    if (stopping) inner_->cancel(*id);
     {
       std::unique_lock<std::mutex> lk(run->mu);
       run->cv.wait(lk, [&] { return run->done; });

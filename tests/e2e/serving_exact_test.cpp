@@ -274,5 +274,63 @@ TEST_F(ServingExact, SubmitErrorsAndCancel) {
   EXPECT_EQ(eng->submit(r, [](ServeEvent&&) {}).status().code(), ErrorCode::kUnavailable);
 }
 
+// A background request (idle priority: the fidelity audit's re-runs) computes
+// what the same request computes in the foreground, bit for bit, whatever
+// runs beside it; under pool pressure it is the one that goes: it ends with
+// a "dropped" error, and the foreground requests finish normally.
+TEST_F(ServingExact, BackgroundRequestIsExactAndGivesWayUnderPressure) {
+  auto eng = make(/*prefix_caching=*/true);
+  ASSERT_TRUE(eng);
+  const Tokenizer& tok = eng->tokenizer();
+  const std::vector<int32_t> p = tok.encode("The river crosses the old town and the bridge", true, false);
+  const Outcome alone = serve_requests(*eng, {greedy_request(p, 12)})[0];
+  std::vector<ServeRequest> mixed;
+  mixed.push_back(greedy_request(doc(7, 90), 6));
+  mixed.push_back(greedy_request(p, 12));
+  mixed.back().background = true;
+  mixed.back().cache_salt = "bg";  // no prefix hit on the first run: computed again
+  mixed.push_back(greedy_request(doc(8, 70), 9));
+  const std::vector<Outcome> got = serve_requests(*eng, std::move(mixed));
+  ASSERT_EQ(got[1].finish, ServeFinish::kLength) << got[1].error;
+  EXPECT_GT(got[1].prefill_token_layers, 0);
+  expect_same(got[1], alone, "background request");
+  EXPECT_EQ(eng->stats().per_model.at("").requests, 3);  // the background one is not counted
+
+  // About 160 tokens of pool: the background request runs alone first, then
+  // a foreground request needs every block.
+  auto small = make(/*prefix_caching=*/true, /*kv_mb=*/4);
+  ASSERT_TRUE(small);
+  const int64_t pool_tokens = small->stats().kv_blocks_total * 16;
+  ASSERT_GE(pool_tokens, 128);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false, bg_done = false;
+  Outcome bg;
+  ServeRequest r = greedy_request(doc(9, 40), 60);  // 100 tokens: fits alone
+  r.background = true;
+  ASSERT_TRUE(small
+                  ->submit(std::move(r),
+                           [&](ServeEvent&& ev) {
+                             std::lock_guard<std::mutex> lk(mu);
+                             started = true;
+                             if (ev.finish != ServeFinish::kNone)
+                               bg.finish = ev.finish, bg.error = ev.error, bg_done = true;
+                             cv.notify_all();
+                           })
+                  .is_ok());
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return started; });
+  }
+  const int32_t fg_tokens = static_cast<int32_t>(pool_tokens) - 24;
+  const Outcome fg = serve_requests(*small, {greedy_request(doc(10, fg_tokens), 8)})[0];
+  EXPECT_EQ(fg.finish, ServeFinish::kLength) << fg.error;
+  EXPECT_EQ(fg.tokens.size(), 8u);
+  std::unique_lock<std::mutex> lk(mu);
+  cv.wait(lk, [&] { return bg_done; });
+  EXPECT_EQ(bg.finish, ServeFinish::kError);
+  EXPECT_EQ(bg.error.rfind("dropped", 0), 0u) << bg.error;
+}
+
 }  // namespace
 }  // namespace agentkv

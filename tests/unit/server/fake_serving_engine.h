@@ -5,12 +5,13 @@
 // adapter "file" is judged by its path (see load_adapter).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -41,6 +42,10 @@ class FakeServingEngine : public ServingEngine {
   int tokens_per_request = 3;          // < 0: until cancelled
   std::chrono::milliseconds tick{2};
   int cached_tokens = 1;
+  // ServeRequest::return_logits: each sampling event carries n_vocab logits
+  // that peak at its token; a request under a scheme named here gets them
+  // moved a little (an approximate scheme's error, for the audit's tests).
+  std::vector<std::string> approximate_schemes;
 
   // Per-model and per-scheme totals stats() reports (set with set_stats).
   void set_stats(std::map<std::string, AdapterStats> per_model, std::map<std::string, int64_t> cached_by_scheme,
@@ -225,6 +230,14 @@ class FakeServingEngine : public ServingEngine {
           SampleResult s{id, -0.5f, {{id, -0.5f}, {script_[0], -1.5f}}};
           s.top.resize(std::min<size_t>(s.top.size(), a.req.sampling.n_logprobs));
           e.samples.push_back(s);
+          if (a.req.return_logits) {
+            const bool approx = std::find(approximate_schemes.begin(), approximate_schemes.end(),
+                                          a.req.kv_sharing) != approximate_schemes.end();
+            e.logits.assign(static_cast<size_t>(tok_.n_vocab()), 0.0f);
+            for (size_t v = 0; v < e.logits.size(); ++v)
+              e.logits[v] = approx ? 0.01f * static_cast<float>(v % 7) : 0.0f;
+            e.logits[static_cast<size_t>(id)] = 3.0f;
+          }
           e.text = tok_.token_to_piece(id);
           ++a.emitted;
           if (a.limit >= 0 && a.emitted >= std::min(a.limit, a.req.max_tokens))
