@@ -14,7 +14,7 @@ AGENTKV = ROOT / "build" / "agentkv"
 MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 SUBCOMMANDS = ["generate", "serve", "logits", "tokenize", "bench-forward", "bench-agents", "bench-fidelity",
                "profile-relay", "profile-droidspeak", "bench-relay", "synth-model", "synth-adapter", "adapter-info"]
-BENCH_BINARIES = ["bench_attention", "bench_lora_attention", "bench_matmul_quant", "bench_gemm"]
+BENCH_BINARIES = ["bench_attention", "bench_lora_attention", "bench_matmul_quant", "bench_gemm", "bench_int8_peak"]
 
 pytestmark = pytest.mark.skipif(not AGENTKV.exists() or not MODEL.exists(),
                                 reason="needs build/agentkv and the default model (scripts/setup.sh)")

@@ -1,0 +1,170 @@
+// bench_int8_peak: the int8 multiply-add rate one core sustains with each
+// instruction set the q8 kernels use (issue 31: prefill is reported as a
+// share of it). Each kernel keeps its accumulators in registers and runs
+// independent chains, so the rate is the units' throughput, not a memory
+// bound: the ceiling a matmul on that ISA can approach.
+//   avx2      pmaddubsw + pmaddwd by ones (+ add): the AVX2 q8 path of 4-bit weights
+//   avx2-wide vpmovzx/sxbw + pmaddwd + phaddd: the exact emulation q8_0 weights take
+//   avxvnni   vpdpbusd on 256-bit vectors (AVX-VNNI)
+//   avx512    vpdpbusd on 256-bit vectors (AVX512-VNNI + VL), as the q8 kernels use it
+// An ISA this CPU lacks is listed as such, never run. AMX is not measured:
+// there is no AMX kernel yet.
+#include <immintrin.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kChains = 6;  // independent chains (inputs and accumulators fit the 16 ymm registers)
+constexpr int64_t kInner = 4096;  // iterations between clock reads
+
+// Each returns a value derived from every accumulator, so nothing is elided.
+// The AVX2 kernels step each input by one byte add per iteration, or the
+// compiler would hoist the loop-invariant product; the add runs beside the
+// multiplies (latency 1, off the accumulator chain), so the figure is at
+// most a few percent below the units' peak.
+using Kernel = int64_t (*)(int64_t iters, int seed);
+constexpr int64_t kMacsPerStep = kChains * 32;  // 32 u8 x s8 products per 256-bit op
+
+__attribute__((target("avx2,fma"))) int64_t run_avx2(int64_t iters, int seed) {
+  __m256i acc[kChains];
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i u[kChains];
+  const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
+  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) {
+      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], s), ones));
+      u[c] = _mm256_add_epi8(u[c], s);  // not loop-invariant: the product cannot be hoisted
+    }
+  }
+  __m256i t = acc[0];
+  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
+  return _mm256_extract_epi32(t, 0);
+}
+
+__attribute__((target("avx2,fma"))) int64_t run_avx2_wide(int64_t iters, int seed) {
+  __m256i acc[kChains];
+  __m256i u[kChains];
+  const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
+  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) {
+      const __m256i lo = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u[c])),
+                                           _mm256_cvtepi8_epi16(_mm256_castsi256_si128(s)));
+      const __m256i hi = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(u[c], 1)),
+                                           _mm256_cvtepi8_epi16(_mm256_extracti128_si256(s, 1)));
+      acc[c] = _mm256_add_epi32(acc[c], _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xd8));
+      u[c] = _mm256_add_epi8(u[c], s);
+    }
+  }
+  __m256i t = acc[0];
+  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
+  return _mm256_extract_epi32(t, 0);
+}
+
+__attribute__((target("avx2,avxvnni"))) int64_t run_avxvnni(int64_t iters, int seed) {
+  __m256i acc[kChains];
+  __m256i u[kChains];
+  const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
+  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_dpbusd_avx_epi32(acc[c], u[c], s);
+  }
+  __m256i t = acc[0];
+  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
+  return _mm256_extract_epi32(t, 0);
+}
+
+__attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int64_t run_avx512(int64_t iters, int seed) {
+  __m256i acc[kChains];
+  __m256i u[kChains];
+  const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
+  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_dpbusd_epi32(acc[c], u[c], s);
+  }
+  __m256i t = acc[0];
+  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
+  return _mm256_extract_epi32(t, 0);
+}
+
+struct Isa {
+  const char* name;
+  Kernel kernel;
+  bool (*has)();
+};
+
+bool has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+bool has_avxvnni() { return has_avx2() && __builtin_cpu_supports("avxvnni"); }
+bool has_avx512() {
+  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+const Isa kIsas[] = {{"avx2", run_avx2, has_avx2},
+                     {"avx2-wide", run_avx2_wide, has_avx2},
+                     {"avxvnni", run_avxvnni, has_avxvnni},
+                     {"avx512", run_avx512, has_avx512}};
+
+// MACs per second of `threads` threads running k for about `seconds`.
+double rate(Kernel k, int threads, double seconds) {
+  std::vector<double> per(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      volatile int64_t sink = k(kInner, t);  // warm-up
+      const auto t0 = std::chrono::steady_clock::now();
+      int64_t steps = 0;
+      double elapsed = 0;
+      while (elapsed < seconds) {
+        sink = sink + k(kInner, static_cast<int>(steps));
+        steps += kInner;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+      per[t] = static_cast<double>(steps) * kMacsPerStep / elapsed;
+    });
+  }
+  for (auto& th : pool) th.join();
+  double sum = 0;
+  for (double r : per) sum += r;
+  return sum;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Peak int8 multiply-add rate per instruction set of the q8 kernels (register-resident loops)"};
+  double seconds = 1.0;
+  int reps = 3;
+  std::vector<int> threads = {1};
+  app.add_option("--seconds", seconds, "time per measurement")->capture_default_str()->check(CLI::Range(0.05, 60.0));
+  app.add_option("-r,--reps", reps, "measurements per ISA and thread count; the best is reported")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  app.add_option("--thread-counts", threads, "thread counts")->capture_default_str()->check(CLI::Range(1, 256));
+  CLI11_PARSE(app, argc, argv);
+  std::printf("| isa | threads | int8 GMAC/s (best of %d) |\n|---|---|---|\n", reps);
+  for (const Isa& isa : kIsas) {
+    if (!isa.has()) {
+      std::printf("| %s | | not on this CPU |\n", isa.name);
+      continue;
+    }
+    for (int t : threads) {
+      double best = 0;
+      for (int r = 0; r < reps; ++r) best = std::max(best, rate(isa.kernel, t, seconds));
+      std::printf("| %s | %d | %.1f |\n", isa.name, t, best / 1e9);
+    }
+  }
+  std::printf("| amx | | no AMX kernel yet: not measured |\n");
+  return 0;
+}
