@@ -378,6 +378,7 @@ async def run_phase(args, label, url, pid):
         "elapsed_s": elapsed,
         "ttft_p50_ms": 1e3 * pct([r["ttft"] for r in ok], 50),
         "ttft_p95_ms": 1e3 * pct([r["ttft"] for r in ok], 95),
+        "ttft_p99_ms": 1e3 * pct([r["ttft"] for r in ok], 99),
         "latency_p50_ms": 1e3 * pct([r["total"] for r in ok], 50),
         "req_per_s": len(ok) / elapsed,
         "output_tok_per_s": sum(r["completion_tokens"] for r in ok) / elapsed,
@@ -387,6 +388,10 @@ async def run_phase(args, label, url, pid):
         "metrics_prefix_hit_tokens": metric(m1, "agentkv_prefix_hit_tokens_total")
         - metric(m0, "agentkv_prefix_hit_tokens_total"),
         "preemptions": None if p1 is None else p1 - (p0 or 0),
+        # serve --fidelity-audit: how the sampled requests ended (by the end of the phase)
+        "audits": {r: metric(m1, "agentkv_fidelity_audit_requests_total", result=r) -
+                   metric(m0, "agentkv_fidelity_audit_requests_total", result=r)
+                   for r in ("audited", "skipped", "dropped", "failed")},
         "kv_blocks_total": kv["total"],
         "kv_max_used": kv["max_used"],
         "kv_full_samples": kv["full_samples"],
@@ -432,14 +437,14 @@ def fmt(x, spec=".0f"):
 
 
 def table(rows):
-    head = ["run", "requests", "ok", "429", "errors", "P50 TTFT ms", "P95 TTFT ms", "P50 latency ms", "req/s",
+    head = ["run", "requests", "ok", "429", "errors", "P50 TTFT ms", "P95 TTFT ms", "P99 TTFT ms", "P50 latency ms", "req/s",
             "out tok/s", "prefix hit", "preemptions", "KV used max/total", "RSS 10% MiB", "RSS 100% MiB"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         mib = lambda k: fmt(r[k] / 1024 if r[k] else None, ".1f")  # noqa: E731
         lines.append("| " + " | ".join([
             r["label"], str(r["requests"]), str(r["ok"]), str(r["status_429"]), str(r["errors"]),
-            fmt(r["ttft_p50_ms"]), fmt(r["ttft_p95_ms"]), fmt(r["latency_p50_ms"]), fmt(r["req_per_s"], ".2f"),
+            fmt(r["ttft_p50_ms"]), fmt(r["ttft_p95_ms"]), fmt(r["ttft_p99_ms"]), fmt(r["latency_p50_ms"]), fmt(r["req_per_s"], ".2f"),
             fmt(r["output_tok_per_s"], ".1f"), f"{100 * r['prefix_hit_rate']:.1f}%", fmt(r["preemptions"]),
             f"{r['kv_max_used']:.0f}/{fmt(r['kv_blocks_total'])}", mib("rss_at10_kib"), mib("rss_at100_kib")]) + " |")
     return "\n".join(lines)
@@ -522,6 +527,9 @@ def main(argv=None):
           f"{args.system_prompts} system prompts of {args.system_words} words, --kv-cache-mb {args.kv_cache_mb}, "
           f"--threads {args.threads}\n")
     print(table(rows))
+    for r in rows:
+        if any(r["audits"].values()):
+            print(f"{r['label']}: fidelity audits " + ", ".join(f"{k} {v:.0f}" for k, v in r["audits"].items()))
     if flood:
         print(f"\nflood: {flood['sent']} simultaneous requests at --max-queue {args.flood_queue}: "
               f"{flood['ok']} ok, {flood['status_429']} x 429")

@@ -19,8 +19,7 @@ namespace {
 
 constexpr const char* kRequestsHelp =
     "Requests sampled by the fidelity audit, by outcome: audited (re-run and measured), skipped (the audit "
-    "queue "
-    "was full), dropped (its re-run gave its KV blocks to user requests), failed.";
+    "queue was full), dropped (its re-run gave its KV blocks to user requests), failed.";
 
 // One audited request: what its exact re-run needs, and what it served.
 struct Audit {
