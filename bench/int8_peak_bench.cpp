@@ -151,7 +151,10 @@ int main(int argc, char** argv) {
   app.add_option("-r,--reps", reps, "measurements per ISA and thread count; the best is reported")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
-  app.add_option("--thread-counts", threads, "thread counts")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--thread-counts", threads, "thread counts, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   std::printf("| isa | threads | int8 GMAC/s (best of %d) |\n|---|---|---|\n", reps);
   for (const Isa& isa : kIsas) {

@@ -8,10 +8,12 @@
 Each row of a task is one setting of one scheme (the label's part before
 the first ':'): its compute is the share of the prompt's token x layer K/V
 entries it computed (1 - reuse), its cost the mean KL(full || scheme) over
-the generated positions. A scheme's curve is its Pareto front (no other
-setting of it has both less compute and lower KL), and its KL at compute c
-is interpolated on that front (linear in compute, log-linear in KL), never
-extrapolated past the settings tried.
+the generated positions. A scheme's curve is its front: the lower convex
+hull of its settings and of full recomputation (compute 1, KL 0). Its KL at
+compute c is read on that hull, linearly between the two settings around c:
+the point a server reaches by running one on part of the requests and the
+other on the rest (any scheme can recompute a share of its requests in
+full). Nothing is extrapolated below the cheapest setting.
 
 For every pair of schemes and every level of --at that both fronts span,
 the table gives the ratio KL(A) / KL(B) at that compute, with a 95%
@@ -32,7 +34,7 @@ import random
 import sys
 from collections import OrderedDict
 
-KL_FLOOR = 1e-7  # an exact setting's KL of 0 is drawn and interpolated at this floor
+KL_FLOOR = 1e-7  # an exact setting's KL of 0 is drawn, and divided by, at this floor
 
 
 def load(paths):
@@ -73,18 +75,29 @@ def points(labels, idx):
 
 
 def front(pts):
-    """The Pareto front of (compute, kl, label) points, by rising compute."""
+    """A scheme's front: the lower convex hull of its (compute, kl, label)
+    settings and of full recomputation (1, 0), by rising compute. Every point
+    on it is reachable by mixing two settings over requests (full included:
+    any scheme can recompute a share of its requests), and every setting
+    above it is beaten by such a mix."""
     best = []
-    for c, k, label in sorted(pts, key=lambda p: (p[0], p[1])):
-        if not best or k < best[-1][1]:
-            best.append((c, k, label))
+    for c, k, label in sorted(list(pts) + [(1.0, 0.0, "full")], key=lambda p: (p[0], p[1])):
+        if best and k >= best[-1][1]:
+            continue  # dominated: more compute, no lower KL
+        # Drop the last point while it lies on or above the chord to this one.
+        while len(best) >= 2:
+            (c0, k0, _), (c1, k1, _) = best[-2], best[-1]
+            if (k1 - k0) * (c - c0) >= (k - k0) * (c1 - c0):
+                best.pop()
+            else:
+                break
+        best.append((c, k, label))
     return best
 
 
 def kl_at(fr, c):
-    """The front's KL at compute c (log-linear between settings), or None
-    outside the compute it spans. Above its last point the front is flat:
-    more compute than the cheapest best setting cannot cost KL."""
+    """The front's KL at compute c (linear between settings: a mix of the two
+    over requests reaches it), or None below its cheapest setting."""
     if not fr or c < fr[0][0]:
         return None
     if c >= fr[-1][0]:
@@ -92,8 +105,7 @@ def kl_at(fr, c):
     for (c0, k0, _), (c1, k1, _) in zip(fr, fr[1:]):
         if c0 <= c <= c1:
             t = 0.0 if c1 == c0 else (c - c0) / (c1 - c0)
-            l0, l1 = math.log(max(k0, KL_FLOOR)), math.log(max(k1, KL_FLOOR))
-            return math.exp(l0 + t * (l1 - l0))
+            return k0 + t * (k1 - k0)
     return None
 
 
@@ -151,13 +163,12 @@ def plot(task, base, labels, prefix):
     n = len(next(iter(labels.values()))["kls"])
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for scheme, pts in points(labels, range(n)).items():
-        line = ax.plot([p[0] for p in base[scheme]], [max(p[1], KL_FLOOR) for p in base[scheme]], "-",
-                       label=scheme)[0]
-        ax.plot([p[0] for p in pts], [max(p[1], KL_FLOOR) for p in pts], "o", color=line.get_color(), alpha=0.6)
-    ax.set_yscale("log")
+        line = ax.plot([p[0] for p in base[scheme]], [p[1] for p in base[scheme]], "-", label=scheme)[0]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=line.get_color(), alpha=0.6)
+    ax.set_ylim(bottom=0)  # linear: the front's segments are mixes, straight only on a linear axis
     ax.set_xlabel("share of prompt K/V entries computed (1 - reuse)")
     ax.set_ylabel("mean KL(full || scheme), generated positions")
-    ax.set_title(f"{task}: {n} prompts; lines: each scheme's Pareto front")
+    ax.set_title(f"{task}: {n} prompts; lines: each scheme's front (hull with full recomputation)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     out = f"{prefix}-{task}.png"

@@ -20,12 +20,14 @@ def run(tmp_path, rows, *args):
     return subprocess.run([sys.executable, str(TOOL), str(p), *args], capture_output=True, text=True)
 
 
-def test_front_drops_dominated_settings_and_interpolates_log_linearly():
+def test_front_drops_dominated_settings_and_interpolates_as_a_mix():
     fr = fp.front([(0.1, 1.0, "a"), (0.3, 0.01, "b"), (0.2, 2.0, "c"), (0.5, 0.02, "d")])
-    assert [p[2] for p in fr] == ["a", "b"]
-    assert abs(fp.kl_at(fr, 0.2) - 0.1) < 1e-12  # halfway between log 1 and log 0.01
+    assert [p[2] for p in fr] == ["a", "b", "full"]  # c and d lie above it; full recomputation closes it
+    assert abs(fp.kl_at(fr, 0.2) - 0.505) < 1e-12  # half the requests on a, half on b
+    assert abs(fp.kl_at(fr, 0.65) - 0.005) < 1e-12  # half on b, half recomputed in full
+    # A setting above the chord of its neighbours is not on the hull: a mix beats it.
+    assert [p[2] for p in fp.front([(0.2, 0.4, "x"), (0.4, 0.35, "y"), (0.6, 0.1, "z")])] == ["x", "z", "full"]
     assert fp.kl_at(fr, 0.05) is None  # below the cheapest setting: not extrapolated
-    assert fp.kl_at(fr, 0.9) == 0.01  # above the last point: its KL, reachable with less compute
 
 
 def test_a_scheme_below_another_at_every_resample(tmp_path):
