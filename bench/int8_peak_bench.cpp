@@ -32,28 +32,37 @@ constexpr int64_t kInner = 4096;  // iterations between clock reads
 using Kernel = int64_t (*)(int64_t iters, int seed);
 constexpr int64_t kMacsPerStep = kChains * 32;  // 32 u8 x s8 products per 256-bit op
 
+// The chains' inputs and zeroed accumulators; the accumulators' first lane,
+// summed (AVX2 only: the x86-64-v3 baseline, inlined into every kernel).
+inline __attribute__((always_inline)) void start(__m256i* u, __m256i* acc, int seed) {
+  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+}
+inline __attribute__((always_inline)) int64_t lane0_sum(const __m256i* acc) {
+  __m256i t = acc[0];
+  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
+  return _mm256_extract_epi32(t, 0);
+}
+
 __attribute__((target("avx2,fma"))) int64_t run_avx2(int64_t iters, int seed) {
   __m256i acc[kChains];
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i u[kChains];
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  start(u, acc, seed);
   for (int64_t i = 0; i < iters; ++i) {
     for (int c = 0; c < kChains; ++c) {
       acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], s), ones));
       u[c] = _mm256_add_epi8(u[c], s);  // not loop-invariant: the product cannot be hoisted
     }
   }
-  __m256i t = acc[0];
-  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
-  return _mm256_extract_epi32(t, 0);
+  return lane0_sum(acc);
 }
 
 __attribute__((target("avx2,fma"))) int64_t run_avx2_wide(int64_t iters, int seed) {
   __m256i acc[kChains];
   __m256i u[kChains];
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  start(u, acc, seed);
   for (int64_t i = 0; i < iters; ++i) {
     for (int c = 0; c < kChains; ++c) {
       const __m256i lo = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u[c])),
@@ -64,35 +73,29 @@ __attribute__((target("avx2,fma"))) int64_t run_avx2_wide(int64_t iters, int see
       u[c] = _mm256_add_epi8(u[c], s);
     }
   }
-  __m256i t = acc[0];
-  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
-  return _mm256_extract_epi32(t, 0);
+  return lane0_sum(acc);
 }
 
 __attribute__((target("avx2,avxvnni"))) int64_t run_avxvnni(int64_t iters, int seed) {
   __m256i acc[kChains];
   __m256i u[kChains];
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  start(u, acc, seed);
   for (int64_t i = 0; i < iters; ++i) {
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_dpbusd_avx_epi32(acc[c], u[c], s);
   }
-  __m256i t = acc[0];
-  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
-  return _mm256_extract_epi32(t, 0);
+  return lane0_sum(acc);
 }
 
 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int64_t run_avx512(int64_t iters, int seed) {
   __m256i acc[kChains];
   __m256i u[kChains];
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
+  start(u, acc, seed);
   for (int64_t i = 0; i < iters; ++i) {
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_dpbusd_epi32(acc[c], u[c], s);
   }
-  __m256i t = acc[0];
-  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
-  return _mm256_extract_epi32(t, 0);
+  return lane0_sum(acc);
 }
 
 struct Isa {
