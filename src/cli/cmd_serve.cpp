@@ -661,6 +661,11 @@ void register_serve(CLI::App& app) {
       });
   cmd->add_option("--chat-template", s.chat_template,
                   "chatml, llama3 or mistral (default: from the model file)");
+  cmd->add_option(
+         "--tool-format", s.tool_format,
+         "how tools and calls are written: hermes, llama3 or mistral (default: the template's own when it "
+         "renders tools, else hermes)")
+      ->check(CLI::IsMember({"hermes", "llama3", "mistral"}));
   cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,
                   "seconds a SIGTERM lets running requests finish")
       ->capture_default_str()

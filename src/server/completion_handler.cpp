@@ -7,12 +7,12 @@
 #include <memory>
 #include <utility>
 
-#include "server/completion_prepare.h"
 #include "runtime/event_queue.h"
+#include "server/completion_prepare.h"
 #include "server/http_server.h"
 #include "server/models_handler.h"
 #include "server/openai_response.h"
-#include "server/tool_calls.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::server {
@@ -75,6 +75,7 @@ class LatencyRecorder {
 };
 
 ToolCallOut to_out(ToolCall&& c) { return {std::move(c.id), std::move(c.name), std::move(c.arguments)}; }
+ToolCallOut to_out(ToolCallDelta&& d) { return {std::move(d.id), std::move(d.name), std::move(d.arguments)}; }
 
 std::string trim_ws(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\r\n");
@@ -125,7 +126,7 @@ struct ChoiceState {
   std::string kv_sharing;
   bool lr_fallback = false;
   ToolCallParser tool_parser;  // chat with tools: content and calls of the text so far
-  int n_tool_calls = 0;        // stream: calls sent
+  int n_tool_calls = 0;        // stream: calls begun
 };
 
 // Per-request state shared by the handler, the stream provider and the sinks.
@@ -153,6 +154,7 @@ struct Job {
       choices[c].prompt = static_cast<int>(c) / prep.n;
       choices[c].latency = LatencyRecorder(env.metrics);
       choices[c].text_offset = prep.echo_texts[choices[c].prompt].size();
+      choices[c].tool_parser = ToolCallParser(prep.tool_format);
     }
   }
 
@@ -283,11 +285,10 @@ void respond_whole(Job& job, httplib::Response& res) {
     choice.text = echo + ch.text;
     choice.finish_reason = finish_reason_name(ch.last.finish);
     if (job.prep.tool_choice != ToolChoice::kNone) {
-      ToolCallParser parser;
-      ToolCallParser::Out a = parser.push(ch.text), b = parser.flush();
-      for (ToolCall& t : a.calls) choice.tool_calls.push_back(to_out(std::move(t)));
+      ParsedToolCalls parsed = parse_tool_calls(job.prep.tool_format, ch.text);
+      for (ToolCall& t : parsed.calls) choice.tool_calls.push_back(to_out(std::move(t)));
       const bool calls_only = job.prep.tool_choice != ToolChoice::kAuto;
-      choice.text = calls_only && !choice.tool_calls.empty() ? "" : trim_ws(a.content + b.content);
+      choice.text = calls_only && !choice.tool_calls.empty() ? "" : trim_ws(parsed.content);
       choice.finish_reason = reason_with_tools(ch.last.finish, static_cast<int>(choice.tool_calls.size()));
     }
     choice.text_offset = echo.size();
@@ -321,8 +322,9 @@ void stream_event(Job& job, int c, const ServeEvent& e, std::string& out) {
     // required / named: the separators between calls are not content.
     if (job.prep.tool_choice != ToolChoice::kAuto) parsed.content.clear();
     if (!parsed.content.empty() || lps) out += sse_event(chat_chunk_delta(job.meta, parsed.content, lps, c));
-    for (ToolCall& t : parsed.calls) {
-      out += sse_event(chat_chunk_tool_call(job.meta, ch.n_tool_calls++, to_out(std::move(t)), c));
+    for (ToolCallDelta& d : parsed.deltas) {
+      if (!d.id.empty()) ++ch.n_tool_calls;
+      out += sse_event(chat_chunk_tool_call(job.meta, d.index, to_out(std::move(d)), c));
     }
     if (final) out += sse_event(chat_chunk_finish(job.meta, reason_with_tools(e.finish, ch.n_tool_calls), c));
   } else if (job.chat) {

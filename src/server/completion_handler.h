@@ -13,6 +13,7 @@
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/tool_format.h"
 #include "tokenizer/chat_template.h"
 
 namespace httplib {
@@ -30,6 +31,7 @@ struct CompletionEnv {
   RequestLimits limits;
   std::optional<ChatTemplateKind> chat_kind;  // absent: chat requests fail with chat_kind_error
   std::string chat_kind_error;
+  ToolFormat tool_format = ToolFormat::kHermes;  // how tools and calls are written (tool_format.h)
   GrammarCache* grammars = nullptr;  // null: constrained requests fail with grammars_error
   std::string grammars_error;
   std::string tenant;

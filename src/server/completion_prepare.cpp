@@ -25,18 +25,20 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
     if (!parsed.ok()) return parsed.error();
     ChatRequest& c = parsed.value();
     if (!env.chat_kind) return bad_request("messages", env.chat_kind_error);
-    // Tools, calls and results in the Hermes rendering; OpenAI's "developer"
-    // role is the newer name of "system".
-    const std::vector<agentkv::ChatMessage> msgs = render_tool_conversation(c.messages, c.guided.tools);
+    // Tools, calls and results in the server's tool format; OpenAI's
+    // "developer" role is the newer name of "system".
+    const std::vector<agentkv::ChatMessage> msgs =
+        render_tool_conversation(env.tool_format, c.messages, c.guided.tools);
     guided = std::move(c.guided);
     if (!guided.grammar && guided.tool_choice != ToolChoice::kNone) {
       for (size_t i = 0; i < guided.tools.size(); ++i) {
         const Status st = json_schema_check_supported(guided.tools[i].parameters.dump());
         if (!st.is_ok()) return bad_request("tools[" + std::to_string(i) + "].function.parameters", st.message());
       }
-      guided.grammar = tool_call_grammar(guided);
+      guided.grammar = tool_call_grammar(env.tool_format, guided);
       guided.grammar_field = "tools";
       p.tool_choice = guided.tool_choice;
+      p.tool_format = env.tool_format;
     }
     const std::string text = chat_template_apply(*env.chat_kind, msgs, /*add_generation_prompt=*/true);
     prompts.push_back(tok.encode(text, /*add_special=*/true, /*parse_special=*/true));

@@ -28,9 +28,10 @@ struct Prepared {
   bool want_token_ids = false;  // return_token_ids: choices carry their generated ids
   bool echo_logprobs = false;  // completions echo + logprobs: the prompt's tokens are scored too
   std::string model;           // the name the response carries: the base's or the adapter's
-  // Chat with tools: the output is parsed for tool calls (tool_calls.h);
-  // required / named: only calls, no content.
+  // Chat with tools: the output is parsed for tool calls in tool_format
+  // (tool_call_parser.h); required / named: only calls, no content.
   ToolChoice tool_choice = ToolChoice::kNone;
+  ToolFormat tool_format = ToolFormat::kHermes;
 
   int n_choices() const { return static_cast<int>(prompts.size()) * n; }
 };

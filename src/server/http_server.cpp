@@ -149,6 +149,12 @@ Status HttpServer::attach(ServingEngine& engine) {
                          "); start the server with --chat-template chatml|llama3|mistral";
     }
   }
+  tool_format_ = ToolFormat::kHermes;
+  if (!cfg_.tool_format.empty()) {
+    AKV_ASSIGN_OR_RETURN(tool_format_, tool_format_from_name(cfg_.tool_format));
+  } else if (chat_kind_) {
+    tool_format_ = tool_format_detect(engine.tokenizer().vocab().chat_template, *chat_kind_);
+  }
   Result<std::unique_ptr<GrammarCache>> g = GrammarCache::create(engine.tokenizer(), engine.vocab_size());
   if (g.is_ok()) {
     grammars_ = std::move(g).value();
@@ -367,6 +373,7 @@ void HttpServer::handle_completions(const httplib::Request& req, httplib::Respon
   env.grammars = grammars_.get();
   env.grammars_error = grammars_error_;
   env.chat_kind_error = chat_kind_error_;
+  env.tool_format = tool_format_;
   env.tenant = std::move(tenant);
   env.session_header = req.get_header_value("X-Session-ID");
   env.session_retention_s = cfg_.session_retention_s;

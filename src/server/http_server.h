@@ -19,12 +19,10 @@
 // that are still being written, then stops the listener.
 #pragma once
 
-#include "grammar/grammar_cache.h"
-
 #include <atomic>
-#include <functional>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,9 +32,11 @@
 #include <thread>
 
 #include "agentkv/serving.h"
+#include "grammar/grammar_cache.h"
 #include "server/connection_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/tool_format.h"
 #include "tokenizer/chat_template.h"
 #include "util/status.h"
 
@@ -54,6 +54,7 @@ struct ServerConfig {
   std::string model_name = "agentkv";           // the base model's name (adapters go by their own)
   std::map<std::string, std::string> api_keys;  // bearer key -> tenant; empty: no auth, tenant ""
   std::string chat_template;                    // chatml | llama3 | mistral; empty: from the model file
+  std::string tool_format;                      // hermes | llama3 | mistral; empty: from the model file
   double shutdown_timeout_s = 30;               // how long shutdown() lets running requests finish
   RequestLimits limits;                         // max_tokens and vocab_size are taken from the engine
   ConnectionLimits connections;                 // connection cap and read deadlines
@@ -139,6 +140,7 @@ class HttpServer {
   std::unique_ptr<GrammarCache> grammars_;
   std::string grammars_error_;
   std::optional<ChatTemplateKind> chat_kind_;
+  ToolFormat tool_format_ = ToolFormat::kHermes;
   std::string chat_kind_error_;
 
   std::atomic<bool> draining_{false};

@@ -159,7 +159,7 @@ json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
 
 json chat_chunk_tool_call(const ResponseMeta& meta, int call_index, const ToolCallOut& call, int index) {
   json out = header(meta, "chat.completion.chunk");
-  json t = tool_call_json(call);
+  json t = call.id.empty() ? json{{"function", {{"arguments", call.arguments}}}} : tool_call_json(call);
   t["index"] = call_index;
   json c = {{"index", index}, {"delta", {{"tool_calls", json::array({std::move(t)})}}}, {"finish_reason", nullptr}};
   c["logprobs"] = nullptr;

@@ -101,9 +101,10 @@ nlohmann::json completion_chunk(const ResponseMeta& meta, const Choice& choice);
 nlohmann::json chat_chunk_role(const ResponseMeta& meta, int index = 0);
 nlohmann::json chat_chunk_delta(const ResponseMeta& meta, const std::string& text,
                                 const std::optional<std::vector<TokenLogprob>>& logprobs, int index = 0);
-// One whole tool call as a stream delta: {"tool_calls": [{"index", "id",
-// "type": "function", "function": {"name", "arguments"}}]}, which the OpenAI
-// SDK assembles as it does argument fragments. `call_index` counts the
+// A piece of a tool call as a stream delta, as OpenAI sends them: the
+// first names the call ({"tool_calls": [{"index", "id", "type": "function",
+// "function": {"name", "arguments"}}]}), later ones have no id (only
+// {"index", "function": {"arguments": piece}}). `call_index` counts the
 // choice's calls.
 nlohmann::json chat_chunk_tool_call(const ResponseMeta& meta, int call_index, const ToolCallOut& call, int index = 0);
 nlohmann::json chat_chunk_finish(const ResponseMeta& meta, const std::string& finish_reason, int index = 0);

@@ -1,172 +1,198 @@
 #include "server/tool_calls.h"
 
-#include <random>
-
 #include <nlohmann/json.hpp>
 
 namespace agentkv::server {
 namespace {
 
 using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;  // keeps the schemas' property order
 
-// The instructions that introduce the tools (our wording of the Hermes format).
-constexpr const char* kToolsIntro =
-    "You can call functions to answer the user. The available functions are listed below as JSON inside "
-    "<tools></tools>:\n<tools>\n";
-constexpr const char* kToolsOutro =
-    "</tools>\n\nTo call a function, reply with one JSON object per call inside <tool_call></tool_call>:\n"
-    "<tool_call>\n{\"name\": \"<function name>\", \"arguments\": {<arguments as JSON>}}\n</tool_call>";
-
-std::string tools_block(const std::vector<ToolDef>& tools) {
-  std::string out = kToolsIntro;
-  for (const ToolDef& t : tools) {
-    nlohmann::ordered_json fn = {{"name", t.name}};
-    if (!t.description.empty()) fn["description"] = t.description;
-    fn["parameters"] = t.parameters;
-    out += nlohmann::ordered_json{{"type", "function"}, {"function", fn}}.dump() + "\n";
-  }
-  return out + kToolsOutro;
+ojson tool_json(const ToolDef& t) {
+  ojson fn = {{"name", t.name}};
+  if (!t.description.empty()) fn["description"] = t.description;
+  fn["parameters"] = t.parameters;
+  return {{"type", "function"}, {"function", fn}};
 }
 
-// A call as the model writes it; arguments that are not JSON are kept as a string.
-std::string call_text(const ToolCall& c) {
+// Our wording; the call syntax it shows is the one the grammar enforces.
+std::string hermes_tools(const std::vector<ToolDef>& tools) {
+  std::string out =
+      "You can call functions to answer the user. The available functions are listed below as JSON inside "
+      "<tools></tools>:\n<tools>\n";
+  for (const ToolDef& t : tools) out += tool_json(t).dump() + "\n";
+  return out +
+         "</tools>\n\nTo call a function, reply with one JSON object per call inside "
+         "<tool_call></tool_call>:\n"
+         "<tool_call>\n{\"name\": \"<function name>\", \"arguments\": {<arguments as JSON>}}\n</tool_call>";
+}
+
+std::string llama3_tools(const std::vector<ToolDef>& tools) {
+  std::string out =
+      "You can call one of the functions below to answer the request that follows. To call one, reply with "
+      "only "
+      "a JSON object {\"name\": \"<function name>\", \"parameters\": {<arguments as JSON>}}.\n\n";
+  for (const ToolDef& t : tools) out += tool_json(t).dump(4) + "\n\n";
+  return out;
+}
+
+std::string mistral_tools(const std::vector<ToolDef>& tools) {
+  ojson all = ojson::array();
+  for (const ToolDef& t : tools) all.push_back(tool_json(t));
+  return all.dump();
+}
+
+// Arguments as the model writes them; arguments that are not JSON are kept as a string.
+std::string args_text(const ToolCall& c) {
   json args = json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, /*allow_exceptions=*/false);
   if (args.is_discarded()) args = c.arguments;
-  // The exact text the call grammar makes the model write (tool_call_grammar).
-  return std::string(kToolCallBegin) + "\n{\"name\": " + json(c.name).dump() + ", \"arguments\": " + args.dump() +
-         "}\n" + kToolCallEnd;
+  return args.dump();
 }
 
-// The longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_tag_len(const std::string& s, const std::string& tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (s.compare(s.size() - n, n, tag, 0, n) == 0) return n;
+// One call in the text the call grammar makes the model write.
+std::string call_text(ToolFormat f, const ToolCall& c) {
+  const std::string head = "{\"name\": " + json(c.name).dump() + ", \"";
+  switch (f) {
+    case ToolFormat::kLlama3:
+      return head + "parameters\": " + args_text(c) + "}";
+    case ToolFormat::kMistral:
+      return head + "arguments\": " + args_text(c) + ", \"id\": " + json(c.id).dump() + "}";
+    case ToolFormat::kHermes:
+      break;
   }
-  return 0;
+  return "<tool_call>\n" + head + "arguments\": " + args_text(c) + "}\n</tool_call>";
 }
 
-std::optional<ToolCall> parse_call(const std::string& body) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
-  auto name = j.find("name");
-  if (name == j.end() || !name->is_string()) return std::nullopt;
-  ToolCall c;
-  c.id = new_tool_call_id();
-  c.name = name->get<std::string>();
-  auto args = j.find("arguments");
-  if (args == j.end()) args = j.find("parameters");  // Llama-3's key for the same thing
-  c.arguments = args == j.end() ? "{}" : args->dump();
-  return c;
+std::string calls_text(ToolFormat f, const std::vector<ToolCall>& calls) {
+  std::string out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (i > 0) out += f == ToolFormat::kHermes ? "\n" : tool_syntax(f).separator;
+    out += call_text(f, calls[i]);
+  }
+  return f == ToolFormat::kMistral ? "[TOOL_CALLS] [" + out + "]" : out;
+}
+
+std::string result_text(ToolFormat f, const ChatMessage& m) {
+  switch (f) {
+    case ToolFormat::kLlama3:
+      return m.content;
+    case ToolFormat::kMistral:
+      return ojson{{"content", m.content}, {"call_id", m.tool_call_id}}.dump();
+    case ToolFormat::kHermes:
+      break;
+  }
+  return "<tool_response>\n" + m.content + "\n</tool_response>";
+}
+
+// Results of one round of calls: Hermes shares one user turn among them.
+const char* result_role(ToolFormat f) {
+  switch (f) {
+    case ToolFormat::kLlama3:
+      return "ipython";
+    case ToolFormat::kMistral:
+      return "tool";
+    case ToolFormat::kHermes:
+      break;
+  }
+  return "user";
 }
 
 }  // namespace
 
-std::vector<agentkv::ChatMessage> render_tool_conversation(const std::vector<ChatMessage>& msgs,
+std::vector<agentkv::ChatMessage> render_tool_conversation(ToolFormat f, const std::vector<ChatMessage>& msgs,
                                                            const std::vector<ToolDef>& tools) {
   std::vector<agentkv::ChatMessage> out;
-  out.reserve(msgs.size() + 1);
+  out.reserve(msgs.size() + 2);
   size_t i = 0;
-  if (!tools.empty()) {
-    std::string system;
-    if (!msgs.empty() && (msgs[0].role == "system" || msgs[0].role == "developer")) {
-      system = msgs[0].content + "\n\n";
-      i = 1;
-    }
-    out.push_back({"system", system + tools_block(tools)});
+  std::string system;
+  if (!msgs.empty() && (msgs[0].role == "system" || msgs[0].role == "developer")) {
+    system = msgs[0].content;
+    i = 1;
   }
+  if (!tools.empty() && f == ToolFormat::kHermes) {
+    out.push_back({"system", (system.empty() ? "" : system + "\n\n") + hermes_tools(tools)});
+  } else if (!tools.empty() && f == ToolFormat::kLlama3) {
+    out.push_back({"system", "Environment: ipython\n" + system});
+  } else if (i == 1) {
+    out.push_back({"system", system});
+  }
+  size_t last_user = msgs.size();
+  for (size_t k = i; k < msgs.size(); ++k) {
+    if (msgs[k].role == "user") last_user = k;
+  }
+  bool first_user = true;
   for (; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
     if (m.role == "tool") {
-      std::string turn = "<tool_response>\n" + m.content + "\n</tool_response>";
-      // Consecutive results (parallel calls) share one user turn.
-      if (i > 0 && msgs[i - 1].role == "tool" && !out.empty()) {
+      const std::string turn = result_text(f, m);
+      if (f == ToolFormat::kHermes && i > 0 && msgs[i - 1].role == "tool" && !out.empty()) {
         out.back().content += "\n" + turn;
       } else {
-        out.push_back({"user", turn});
+        out.push_back({result_role(f), turn});
       }
       continue;
     }
     std::string content = m.content;
-    for (const ToolCall& c : m.tool_calls) content += (content.empty() ? "" : "\n") + call_text(c);
+    if (m.role == "user" && !tools.empty()) {
+      if (f == ToolFormat::kLlama3 && first_user) content = llama3_tools(tools) + content;
+      if (f == ToolFormat::kMistral && i == last_user)
+        out.push_back({"available_tools", mistral_tools(tools)});
+      first_user = false;
+    }
+    if (!m.tool_calls.empty()) {
+      const std::string calls = calls_text(f, m.tool_calls);
+      content += (content.empty() || f == ToolFormat::kMistral ? "" : "\n") + calls;
+    }
     out.push_back({m.role == "developer" ? "system" : m.role, std::move(content)});
   }
   return out;
 }
 
-std::optional<GrammarSpec> tool_call_grammar(const GuidedFields& g) {
+std::optional<GrammarSpec> tool_call_grammar(ToolFormat f, const GuidedFields& g) {
   if (g.tool_choice == ToolChoice::kNone || g.tools.empty()) return std::nullopt;
-  using ojson = nlohmann::ordered_json;  // keeps the schemas' property order
+  const ToolSyntax& syn = tool_syntax(f);
+  const std::string open = f == ToolFormat::kHermes ? "<tool_call>\n" : "";
+  const std::string close = f == ToolFormat::kHermes ? "}\n</tool_call>" : "}";
   ojson tags = ojson::array();
   for (const ToolDef& t : g.tools) {
     if (g.tool_choice == ToolChoice::kNamed && t.name != g.tool_name) continue;
-    tags.push_back({{"type", "tag"},
-                    {"begin", std::string(kToolCallBegin) + "\n{\"name\": " + ojson(t.name).dump() + ", \"arguments\": "},
-                    // At most one whitespace character at a time: a small
-                    // model must not loop on spaces inside a call.
-                    {"content", {{"type", "json_schema"}, {"json_schema", t.parameters}, {"max_whitespace_cnt", 1}}},
-                    {"end", std::string("}\n") + kToolCallEnd}});
+    tags.push_back(
+        {{"type", "tag"},
+         {"begin", open + "{\"name\": " + ojson(t.name).dump() + ", \"" + syn.args_key + "\": "},
+         // At most one whitespace character at a time: a small
+         // model must not loop on spaces inside a call.
+         {"content", {{"type", "json_schema"}, {"json_schema", t.parameters}, {"max_whitespace_cnt", 1}}},
+         {"end", close}});
   }
   const bool one = !g.parallel_tool_calls || g.tool_choice == ToolChoice::kNamed;
+  const bool any = g.tool_choice == ToolChoice::kAuto;
+  const std::string sep = f == ToolFormat::kHermes ? "\n" : syn.separator;
+  ojson calls = {{"type", "tags_with_separator"},
+                 {"tags", tags},
+                 {"separator", sep},
+                 {"at_least_one", true},
+                 {"stop_after_first", one}};
   ojson format;
-  if (g.tool_choice == ToolChoice::kAuto) {
+  if (f == ToolFormat::kMistral) {
+    // The calls are one JSON array after [TOOL_CALLS].
+    const ojson section = {{"type", "tag"}, {"begin", "[TOOL_CALLS] ["}, {"content", calls}, {"end", "]"}};
+    format = any ? ojson{{"type", "triggered_tags"},
+                         {"triggers", ojson::array({"[TOOL_CALLS]"})},
+                         {"tags", ojson::array({section})},
+                         {"at_least_one", false},
+                         {"stop_after_first", true}}
+                 : section;
+  } else if (any) {
+    // Hermes: a call begins at <tool_call>; Llama 3: at {"name": (as xgrammar's own llama format).
     format = {{"type", "triggered_tags"},
-              {"triggers", ojson::array({kToolCallBegin})},
+              {"triggers", ojson::array({f == ToolFormat::kHermes ? "<tool_call>" : syn.call_trigger})},
               {"tags", tags},
               {"at_least_one", false},
               {"stop_after_first", one}};
   } else {
-    format = {{"type", "tags_with_separator"},
-              {"tags", tags},
-              {"separator", "\n"},
-              {"at_least_one", true},
-              {"stop_after_first", one}};
+    format = calls;
   }
   return GrammarSpec{GrammarKind::kStructuralTag, ojson{{"type", "structural_tag"}, {"format", format}}.dump()};
-}
-
-std::string new_tool_call_id() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kHex[rng() & 15];
-  return id;
-}
-
-ToolCallParser::Out ToolCallParser::push(const std::string& text) {
-  buf_ += text;
-  Out out;
-  for (;;) {
-    if (!in_call_) {
-      const size_t b = buf_.find(kToolCallBegin);
-      if (b == std::string::npos) {
-        const size_t keep = partial_tag_len(buf_, kToolCallBegin);
-        out.content += buf_.substr(0, buf_.size() - keep);
-        buf_.erase(0, buf_.size() - keep);
-        return out;
-      }
-      out.content += buf_.substr(0, b);
-      buf_.erase(0, b + std::string(kToolCallBegin).size());
-      in_call_ = true;
-    }
-    const size_t e = buf_.find(kToolCallEnd);
-    if (e == std::string::npos) return out;
-    std::optional<ToolCall> call = parse_call(buf_.substr(0, e));
-    if (call) {
-      out.calls.push_back(std::move(*call));
-    } else {
-      out.content += std::string(kToolCallBegin) + buf_.substr(0, e) + kToolCallEnd;
-    }
-    buf_.erase(0, e + std::string(kToolCallEnd).size());
-    in_call_ = false;
-  }
-}
-
-ToolCallParser::Out ToolCallParser::flush() {
-  Out out;
-  out.content = (in_call_ ? std::string(kToolCallBegin) : std::string()) + buf_;
-  buf_.clear();
-  in_call_ = false;
-  return out;
 }
 
 }  // namespace agentkv::server

@@ -44,7 +44,8 @@ std::string apply_llama3(std::span<const ChatMessage> msgs, bool gen) {
 }
 
 // Mistral v1 has no system role; like llama.cpp, a system message is folded
-// into the next user turn, separated by a blank line.
+// into the next user turn, separated by a blank line. The v3 tokenizer's tool
+// blocks come as their own roles: "available_tools" and "tool" (a result).
 std::string apply_mistral(std::span<const ChatMessage> msgs,
                           bool /*gen: the [/INST] already is the prompt*/) {
   std::string out, system;
@@ -58,6 +59,10 @@ std::string apply_mistral(std::span<const ChatMessage> msgs,
         system.clear();
       }
       out += m.content + " [/INST]";
+    } else if (m.role == "available_tools") {
+      out += "[AVAILABLE_TOOLS] " + m.content + "[/AVAILABLE_TOOLS]";
+    } else if (m.role == "tool") {
+      out += "[TOOL_RESULTS] " + m.content + "[/TOOL_RESULTS]";
     } else {
       out += m.content + "</s>";
     }

@@ -6,6 +6,7 @@
 
 #include "grammar/grammar_cache.h"
 #include "server/openai_guided.h"
+#include "server/tool_call_parser.h"
 #include "server/tool_calls.h"
 
 namespace agentkv {
@@ -157,33 +158,57 @@ TEST(GrammarCache, BadGrammarsAreInvalidArgument) {
   EXPECT_TRUE(named.is_ok()) << named.status().message();
 }
 
-TEST(GrammarCache, ToolCallGrammarForcesACall) {
+// In every tool format: required forces one well-formed call whatever the
+// "model" prefers, auto leaves free text free, a call the model begins is
+// finished in the format, and the calls a history renders are ones the
+// grammar accepts (the model sees its own format).
+TEST(GrammarCache, ToolCallGrammarForcesACallInEveryFormat) {
+  using server::ToolFormat;
   auto cache = make_cache();
   server::GuidedFields g;
   server::ToolDef t;
   t.name = "get_weather";
   t.parameters = nlohmann::ordered_json::parse(R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
   g.tools.push_back(t);
-  g.tool_choice = server::ToolChoice::kRequired;
-  g.parallel_tool_calls = false;
-  auto spec = server::tool_call_grammar(g);
-  ASSERT_TRUE(spec.has_value());
-  auto c = cache->get(*spec);
-  ASSERT_TRUE(c.is_ok()) << c.status().message();
-  // Whatever the "model" prefers, the output is one well-formed call.
-  const std::string text = drive(**c, cache->n_vocab(), pieces(), "no thanks");
-  server::ToolCallParser p;
-  server::ToolCallParser::Out out = p.push(text);
-  ASSERT_EQ(out.calls.size(), 1u) << text;
-  EXPECT_EQ(out.calls[0].name, "get_weather");
-  EXPECT_TRUE(json::parse(out.calls[0].arguments)["city"].is_string());
-  EXPECT_EQ(out.calls[0].id.substr(0, 5), "call_");
-  EXPECT_TRUE(p.flush().content.empty());
-  // auto: free text is allowed, and ends there.
-  g.tool_choice = server::ToolChoice::kAuto;
-  auto a = cache->get(*server::tool_call_grammar(g));
-  ASSERT_TRUE(a.is_ok()) << a.status().message();
-  EXPECT_EQ(drive(**a, cache->n_vocab(), pieces(), "hi"), "hi");
+  for (ToolFormat f : {ToolFormat::kHermes, ToolFormat::kLlama3, ToolFormat::kMistral}) {
+    SCOPED_TRACE(server::tool_format_name(f));
+    g.tool_choice = server::ToolChoice::kRequired;
+    g.parallel_tool_calls = false;
+    auto spec = server::tool_call_grammar(f, g);
+    ASSERT_TRUE(spec.has_value());
+    auto c = cache->get(*spec);
+    ASSERT_TRUE(c.is_ok()) << c.status().message();
+    const std::string text = drive(**c, cache->n_vocab(), pieces(), "no thanks");
+    server::ParsedToolCalls out = server::parse_tool_calls(f, text);
+    ASSERT_EQ(out.calls.size(), 1u) << text;
+    EXPECT_EQ(out.calls[0].name, "get_weather");
+    EXPECT_TRUE(json::parse(out.calls[0].arguments)["city"].is_string()) << text;
+    EXPECT_EQ(out.calls[0].id.size(), f == ToolFormat::kMistral ? 9u : 29u);
+    EXPECT_TRUE(out.content.empty()) << text;
+
+    // The call a history renders is the text the grammar makes.
+    server::ChatMessage call_turn;
+    call_turn.role = "assistant";
+    call_turn.tool_calls.push_back({"abcdefghi", "get_weather", R"({"city": "Paris"})"});
+    const auto msgs = server::render_tool_conversation(f, {call_turn}, {});
+    ASSERT_EQ(msgs.size(), 1u);
+    std::string rendered = msgs[0].content;
+    if (f == ToolFormat::kMistral)
+      rendered.replace(rendered.find(", \"id\""), 19, "");  // ids are history only
+    EXPECT_EQ(drive(**c, cache->n_vocab(), pieces(), rendered), rendered);
+
+    // auto: free text is allowed and ends there; a call the model begins is parsed.
+    g.tool_choice = server::ToolChoice::kAuto;
+    auto a = cache->get(*server::tool_call_grammar(f, g));
+    ASSERT_TRUE(a.is_ok()) << a.status().message();
+    EXPECT_EQ(drive(**a, cache->n_vocab(), pieces(), "hi"), "hi");
+    const std::string with_call = drive(**a, cache->n_vocab(), pieces(), "ok " + rendered);
+    EXPECT_EQ(with_call, "ok " + rendered);
+    out = server::parse_tool_calls(f, with_call);
+    ASSERT_EQ(out.calls.size(), 1u) << with_call;
+    EXPECT_EQ(out.calls[0].arguments, R"({"city":"Paris"})");
+    EXPECT_EQ(out.content, "ok ");
+  }
 }
 
 }  // namespace
