@@ -42,11 +42,13 @@ std::string mistral_tools(const std::vector<ToolDef>& tools) {
   return all.dump();
 }
 
-// Arguments as the model writes them; arguments that are not JSON are kept as a string.
+// Arguments verbatim, as the model wrote them (so a history's call is the
+// tokens the model generated, and its cached K/V is found again); arguments
+// that are not JSON are rendered as a JSON string.
 std::string args_text(const ToolCall& c) {
-  json args = json::parse(c.arguments.empty() ? "{}" : c.arguments, nullptr, /*allow_exceptions=*/false);
-  if (args.is_discarded()) args = c.arguments;
-  return args.dump();
+  if (c.arguments.empty()) return "{}";
+  if (json::accept(c.arguments)) return c.arguments;
+  return json(c.arguments).dump();
 }
 
 // One call in the text the call grammar makes the model write.

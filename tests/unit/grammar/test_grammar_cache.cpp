@@ -206,7 +206,7 @@ TEST(GrammarCache, ToolCallGrammarForcesACallInEveryFormat) {
     EXPECT_EQ(with_call, "ok " + rendered);
     out = server::parse_tool_calls(f, with_call);
     ASSERT_EQ(out.calls.size(), 1u) << with_call;
-    EXPECT_EQ(out.calls[0].arguments, R"({"city":"Paris"})");
+    EXPECT_EQ(out.calls[0].arguments, R"({"city": "Paris"})");
     EXPECT_EQ(out.content, "ok ");
   }
 }
