@@ -21,6 +21,8 @@ Modes, each on a fresh server, interleaved over --reps repetitions (the
 order reversed every other one) (--modes):
   nosession   agentkv serve, no session fields
   session     agentkv serve, every request of a task carries session_id
+  session-fcfs  the same with --no-session-priority: a session's next turn
+              queues in arrival order instead of going first
   llama-server  llama.cpp's server (scripts/setup_bench.sh builds it) on the
               same GGUF with --jinja (its tool-call support), -np = the
               requests agentkv runs at once (min(agents, --max-running)),
@@ -74,6 +76,8 @@ class Server:
                str(args.threads), "--kv-cache-mb", str(args.kv_cache_mb), "--kv-sharing", args.kv_sharing,
                "--max-model-len", "8192", "--served-model-name", "base", "--lr-cache-rank", "0",
                "--max-running", str(args.max_running), "--session-share", str(args.session_share)]
+        if args.mode == "session-fcfs":
+            cmd.append("--no-session-priority")
         for r in dict.fromkeys(args.roles):
             if r != "base":  # the base model itself
                 cmd += ["--adapter", f"{r}={ROOT / 'tools/lragent/adapters' / r}"]
@@ -131,7 +135,7 @@ def agent(client, args, idx, session, rec, lock):
         extra = {"session_id": f"agent-{idx}-task-{task}", "session_retention_s": 30} if session else {}
         after_tool = False
 
-        def call(role, max_tokens=args.max_tokens, **kw):
+        def call(role, max_tokens=args.max_tokens, opening=False, **kw):
             nonlocal after_tool
             t0 = time.perf_counter()
             first, usage, text, calls = None, None, "", {}
@@ -154,6 +158,8 @@ def agent(client, args, idx, session, rec, lock):
             with lock:
                 if after_tool and first is not None:
                     rec["ttft_after_tool"].append(first)
+                elif opening and first is not None:
+                    rec["ttft_first"].append(first)
                 details = usage.prompt_tokens_details if usage else None
                 cached = (details.cached_tokens if details else 0) or 0
                 prompt = usage.prompt_tokens if usage else 0
@@ -166,7 +172,7 @@ def agent(client, args, idx, session, rec, lock):
         for rnd in range(args.rounds):
             # Every request lists the tool (as agent frameworks do), so the
             # rendered system turn, and with it the cached prefix, is the same.
-            thought, _ = call(args.roles[0], tools=[TOOL], tool_choice="none")
+            thought, _ = call(args.roles[0], opening=rnd == 0, tools=[TOOL], tool_choice="none")
             messages.append({"role": "assistant", "content": thought or "Let me look it up."})
             if args.peer:
                 # llama-server continues a trailing assistant message as a
@@ -203,15 +209,16 @@ def agent(client, args, idx, session, rec, lock):
 def run_mode(args, mode):
     import openai
     peer = mode == "llama-server"
+    args = argparse.Namespace(**{**vars(args), "peer": peer, "mode": mode})
     server = LlamaServer(args) if peer else Server(args)
-    args = argparse.Namespace(**{**vars(args), "peer": peer})
     if peer:
         args = argparse.Namespace(**{**vars(args), "roles": ["base"] * len(args.roles)})
     try:
         client = openai.OpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
-        rec = {"tasks": 0, "no_call": 0, "ttft_after_tool": [], "prefill": [], "prompt": 0, "cached": 0}
+        rec = {"tasks": 0, "no_call": 0, "ttft_after_tool": [], "ttft_first": [], "prefill": [], "prompt": 0,
+               "cached": 0}
         lock = threading.Lock()
-        threads = [threading.Thread(target=agent, args=(client, args, i, mode == "session", rec, lock))
+        threads = [threading.Thread(target=agent, args=(client, args, i, mode.startswith("session"), rec, lock))
                    for i in range(args.agents)]
         t0 = time.perf_counter()
         for t in threads:
@@ -229,6 +236,7 @@ def summarize(recs):
     ttft = [x for r in recs for x in r["ttft_after_tool"]]
     return {"tps": statistics.median(r["tasks"] / r["wall"] for r in recs),
             "p50": pct(ttft, 50), "p95": pct(ttft, 95),
+            "first95": pct([x for r in recs for x in r["ttft_first"]], 95),
             "prefill": statistics.median(statistics.mean(r["prefill"]) for r in recs),
             "hit": statistics.median(r["cached"] / max(r["prompt"], 1) for r in recs),
             "cut": sum(r["no_call"] for r in recs)}
@@ -269,16 +277,19 @@ def main():
           f"{args.pause[1]:g} s, roles {','.join(args.roles)}, kv_sharing {args.kv_sharing}, --kv-cache-mb "
           f"{args.kv_cache_mb}, --max-running {args.max_running}, --session-share {args.session_share}, "
           f"seed {args.seed}, {args.reps} rep(s)\n")
-    print("| mode | tasks/s | TTFT after tool p50 (s) | p95 (s) | prefill tokens/turn | cache hit rate | calls cut |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| mode | tasks/s | TTFT after tool p50 (s) | p95 (s) | first turn's TTFT p95 (s) | prefill tokens/turn | "
+          "cache hit rate | calls cut |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for mode, r in res.items():
-        print(f"| {mode} | {r['tps']:.3f} | {r['p50']:.3f} | {r['p95']:.3f} | {r['prefill']:.0f} | "
-              f"{r['hit']:.2f} | {r['cut']} |")
-    if "session" in runs and "nosession" in runs:
-        pairs = list(zip(runs["session"], runs["nosession"]))
+        print(f"| {mode} | {r['tps']:.3f} | {r['p50']:.3f} | {r['p95']:.3f} | {r['first95']:.3f} | "
+              f"{r['prefill']:.0f} | {r['hit']:.2f} | {r['cut']} |")
+    for mode in ("session", "session-fcfs"):
+        if mode not in runs or "nosession" not in runs:
+            continue
+        pairs = list(zip(runs[mode], runs["nosession"]))
         tps = [s["tasks"] / s["wall"] / (n["tasks"] / n["wall"]) for s, n in pairs]
         p95 = [pct(n["ttft_after_tool"], 95) / pct(s["ttft_after_tool"], 95) for s, n in pairs]
-        print(f"\nsession vs nosession, paired per repetition: tasks/s {statistics.median(tps):.2f}x "
+        print(f"\n{mode} vs nosession, paired per repetition: tasks/s {statistics.median(tps):.2f}x "
               f"({min(tps):.2f}-{max(tps):.2f}), p95 TTFT after a tool {statistics.median(p95):.2f}x lower "
               f"({min(p95):.2f}-{max(p95):.2f})")
     if args.plot:

@@ -182,6 +182,11 @@ struct ServingOptions {
   // Agent sessions protect at most this share of the KV pool, granted in
   // order (session_table.h).
   double session_share = 0.5;
+  // The next turn of a session whose blocks are protected is admitted before
+  // the other waiting requests (at most 4 in a row while another waits:
+  // SchedulerConfig::priority_streak), so an agent back from a tool finds
+  // its cache before the queue pushes it out.
+  bool session_priority = true;
   // KV cache events (kv_events.h) for prefix-aware routers: set, the engine
   // hands it one batch per step that changed the prefix cache, starting with
   // AllBlocksCleared. Unset: none are made.

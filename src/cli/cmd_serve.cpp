@@ -479,6 +479,10 @@ void register_serve(CLI::App& app) {
                   "eviction, granted in order: past it, new blocks stay ordinary until an earlier session ends or expires")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag(
+      "!--no-session-priority", e.session_priority,
+      "admit a session's next turn in arrival order with the others, instead of first while its blocks "
+      "are protected (at most 4 in a row while another request waits)");
   cmd->add_option("--session-retention-s", a->server.session_retention_s,
                   "how long a session's blocks stay protected after its last request, when the request gives no "
                   "session_retention_s")

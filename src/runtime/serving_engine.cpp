@@ -158,6 +158,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   sc.max_running = opts.max_running;
   sc.prefix_caching = opts.prefix_caching;
   sc.background_rows = opts.background_rows;
+  if (!opts.session_priority) sc.priority_streak = 0;
   e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc, e->lr_kv_.get());
   e->stats_.kv_bytes_per_block = block_bytes - lr_bytes;
   e->stats_.lr_bytes_per_block = opts.lr_cache_rank > 0 ? lg.block_bytes() : 0;
@@ -433,6 +434,8 @@ void ServingEngineImpl::loop() {
       it->second.planner = std::move(p.planner);
       it->second.min_segment = p.min_segment;
       it->second.capture = p.capture;
+      // An agent back from a tool: its turn goes ahead while its blocks are protected.
+      r->priority = !it->second.session_key.empty() && kv_->sessions().contains(it->second.session_key);
       if (!remote_lookup(r)) sched_->add(std::move(r));
     }
     remote_poll();

@@ -76,6 +76,11 @@ struct SchedRequest {
   // of a step while others are active, and dropped (never requeued) first
   // when the pool runs short.
   bool background = false;
+  // Admitted before the waiting requests without it (in arrival order among
+  // themselves), except that after SchedulerConfig::priority_streak of them
+  // in a row one of the others goes. The engine sets it for the next turn of
+  // an agent session whose blocks the cache protects.
+  bool priority = false;
 };
 
 }  // namespace agentkv

@@ -24,7 +24,29 @@ void Scheduler::add(std::unique_ptr<SchedRequest> req) {
   req->n_computed = 0;
   SchedRequest* r = req.get();
   all_[r->id] = std::move(req);
-  (r->background ? idle_ : waiting_).push_back(r);
+  if (r->background) {
+    idle_.push_back(r);
+  } else if (r->priority && cfg_.priority_streak > 0) {
+    // Behind the priority requests (and preempted ones, at the head), ahead of the rest.
+    auto it = std::find_if(waiting_.begin(), waiting_.end(),
+                           [](const SchedRequest* w) { return !w->priority && w->n_preemptions == 0; });
+    waiting_.insert(it, r);
+  } else {
+    waiting_.push_back(r);
+  }
+}
+
+void Scheduler::pick_next() {
+  if (cfg_.priority_streak <= 0 || waiting_.empty() || !waiting_.front()->priority ||
+      streak_ < cfg_.priority_streak) {
+    return;
+  }
+  auto other =
+      std::find_if(waiting_.begin(), waiting_.end(), [](const SchedRequest* w) { return !w->priority; });
+  if (other == waiting_.end()) return;
+  SchedRequest* r = *other;
+  waiting_.erase(other);
+  waiting_.push_front(r);
 }
 
 SchedRequest* Scheduler::find(RequestId id) {
@@ -169,9 +191,14 @@ SchedulerOutput Scheduler::schedule() {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < cfg_.max_running) {
     const size_t n_aborted = out.aborted.size();
+    pick_next();
+    SchedRequest* const next = waiting_.front();
     const int32_t n = admit(waiting_, budget, &out);
     if (n > 0) {
       budget -= n;
+      const bool others_wait =
+          std::any_of(waiting_.begin(), waiting_.end(), [](const SchedRequest* w) { return !w->priority; });
+      streak_ = next->priority && others_wait ? streak_ + 1 : 0;
     } else if (out.aborted.size() == n_aborted) {
       // No room: a background request gives its blocks first, else wait
       // until something finishes.

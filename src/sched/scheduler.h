@@ -2,8 +2,8 @@
 // every step spends at most max_batch_tokens token rows, first on running
 // requests in arrival order (one decode token each, the next prefill chunk,
 // or a share of work the engine left pending: SchedRequest::pending_work),
-// then on waiting requests FCFS, each admitted with its longest
-// cached prefix. When the pool cannot supply blocks, the most recently
+// then on waiting requests FCFS (priority ones first, SchedRequest::priority),
+// each admitted with its longest cached prefix. When the pool cannot supply blocks, the most recently
 // admitted running request is preempted: its blocks are freed (they stay
 // cached, so the recompute usually hits) and it goes back to the head of the
 // queue with all its tokens, to be recomputed later. Nothing is dropped,
@@ -33,6 +33,10 @@ struct SchedulerConfig {
   // Token rows per step that background requests may take while any other
   // request runs or waits (all of what is left when none does).
   int32_t background_rows = 32;
+  // SchedRequest::priority requests admitted in a row while another waits,
+  // before that one goes (so the others are delayed, never starved); 0:
+  // priority is ignored (FCFS).
+  int32_t priority_streak = 4;
 };
 
 // One sequence's share of a step: compute tokens [begin, begin + n).
@@ -109,6 +113,9 @@ class Scheduler {
   // running_ as needed. False if the request itself had to be preempted.
   bool ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out);
   void preempt(SchedRequest* r, SchedulerOutput* out);
+  // Moves the next request to admit to waiting_.front() (priority ones
+  // first, within the streak bound).
+  void pick_next();
   // Admits queue.front() with up to `budget` tokens; 0 if it cannot.
   int32_t admit(std::deque<SchedRequest*>& queue, int32_t budget, SchedulerOutput* out);
   // Out of the scheduler, blocks freed, listed in out->dropped.
@@ -132,6 +139,7 @@ class Scheduler {
   int64_t n_preemptions_ = 0;
   int64_t n_dropped_ = 0;
   int64_t n_hit_tokens_ = 0;
+  int32_t streak_ = 0;  // priority admissions in a row while another request waited
 };
 
 }  // namespace agentkv

@@ -93,3 +93,33 @@ def test_bad_session_fields_are_400s(server, extra, headers, param):
                                      headers={"Authorization": "Bearer k1", **headers})
     assert status == 400, body
     assert json.loads(body)["error"]["param"] == param
+
+
+@pytest.mark.parametrize("priority", [True, False])
+def test_session_turn_goes_ahead_of_the_queue(start_server, priority):
+    """With one running slot: a long request runs, a plain request queues,
+    then a session's next turn queues behind it. The session turn goes first
+    (its blocks are protected), unless --no-session-priority."""
+    import concurrent.futures
+    import time
+    flags = ["--max-running", 1, "--kv-cache-mb", 40, "--max-model-len", 2048]
+    server = start_server(*flags, *([] if priority else ["--no-session-priority"]))
+
+    def post(tokens, max_tokens, **extra):
+        status, data = server.post_json("/v1/completions", {"prompt": tokens, "max_tokens": max_tokens,
+                                                            "temperature": 0, "ignore_eos": True, **extra})
+        assert status == 200, data
+        return time.monotonic()
+
+    session = {"session_id": "agent-q", "session_retention_s": 120}
+    traj = prompt(40, 64)
+    post(traj, 1, **session)  # the session's first turn: its blocks are now protected
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        long = pool.submit(post, prompt(41, 16), 300)  # occupies the one slot for a while
+        time.sleep(0.5)
+        plain = pool.submit(post, prompt(42, 16), 4)
+        time.sleep(0.5)
+        turn = pool.submit(post, traj + prompt(43, 8), 4, **session)
+        long_done, plain_done, turn_done = long.result(), plain.result(), turn.result()
+    assert long_done < min(plain_done, turn_done)  # both really waited
+    assert (turn_done < plain_done) == priority, (turn_done, plain_done)

@@ -469,3 +469,69 @@ TEST(SchedulerBackground, IsDroppedFirstWhenThePoolRunsShort) {
 
 }  // namespace
 }  // namespace agentkv
+
+namespace agentkv {
+namespace {
+
+std::unique_ptr<SchedRequest> priority_req(RequestId id, std::vector<int32_t> tokens) {
+  auto r = make_req(id, std::move(tokens));
+  r->priority = true;
+  return r;
+}
+
+// The order requests are admitted in, one per step (max_running grows by one
+// request each step as earlier ones keep running).
+std::vector<RequestId> admission_order(Scheduler& s, int n) {
+  std::vector<RequestId> order;
+  for (int i = 0; i < n; ++i) {
+    for (const ScheduledSeq& q : step(s).seqs) {
+      if (q.begin == 0) order.push_back(q.req->id);
+    }
+  }
+  return order;
+}
+
+// Priority requests go ahead of earlier plain ones, in arrival order among
+// themselves; after priority_streak of them in a row one plain request goes.
+TEST(SchedulerPriority, AheadOfPlainRequestsWithinTheStreak) {
+  KvManager kv(1024, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/8, /*max_running=*/64, true};
+  cfg.priority_streak = 2;
+  Scheduler s(&kv, cfg);
+  s.add(make_req(1, iota_tokens(8, 100)));
+  s.add(make_req(2, iota_tokens(8, 200)));
+  for (RequestId id : {11, 12, 13, 14, 15}) s.add(priority_req(id, iota_tokens(8, 100 * id)));
+  // A prompt fills the step's 8 rows; later steps admit one each beside the decodes.
+  const std::vector<RequestId> order = admission_order(s, 40);
+  EXPECT_EQ(order, (std::vector<RequestId>{11, 12, 1, 13, 14, 2, 15}));
+}
+
+TEST(SchedulerPriority, StreakZeroIsFirstComeFirstServed) {
+  KvManager kv(1024, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/8, /*max_running=*/64, true};
+  cfg.priority_streak = 0;
+  Scheduler s(&kv, cfg);
+  s.add(make_req(1, iota_tokens(8, 100)));
+  s.add(priority_req(11, iota_tokens(8, 1100)));
+  s.add(make_req(2, iota_tokens(8, 200)));
+  EXPECT_EQ(admission_order(s, 20), (std::vector<RequestId>{1, 11, 2}));
+}
+
+// Alone (no plain request waiting) priority requests are not counted as a
+// streak: a plain request arriving later still waits behind new priority ones
+// only up to the bound.
+TEST(SchedulerPriority, StreakCountsOnlyWhileAPlainRequestWaits) {
+  KvManager kv(1024, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/8, /*max_running=*/64, true};
+  cfg.priority_streak = 1;
+  Scheduler s(&kv, cfg);
+  s.add(priority_req(11, iota_tokens(8, 1100)));
+  s.add(priority_req(12, iota_tokens(8, 1200)));
+  EXPECT_EQ(admission_order(s, 1), (std::vector<RequestId>{11}));
+  s.add(make_req(1, iota_tokens(8, 100)));
+  s.add(priority_req(13, iota_tokens(8, 1300)));
+  EXPECT_EQ(admission_order(s, 30), (std::vector<RequestId>{12, 1, 13}));
+}
+
+}  // namespace
+}  // namespace agentkv
