@@ -269,6 +269,7 @@ struct ServingStats {
   int32_t lr_blocks_used = 0;         // LRAgent's LR cache: held, cached (evictable) and all blocks
   int32_t lr_blocks_cached = 0;
   int32_t lr_blocks_total = 0;
+  int32_t lr_blocks_protected = 0;  // LR cache blocks agent sessions protect
   int64_t lr_bytes_per_block = 0;
   int64_t lr_fallback_requests = 0;   // cumulative: lragent-baselr requests served by BaseShared rules
   int64_t prefix_hit_tokens = 0;      // cumulative

@@ -149,6 +149,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   }
   e->kv_->set_frozen_watermark(opts.segment_watermark);
   e->kv_->sessions().set_share(opts.session_share);
+  if (e->lr_kv_) e->lr_kv_->sessions().set_share(opts.session_share);
   e->defer_ = std::make_unique<KvScratch>(e->kv_.get(), e->storage_.get(), s.d_model);
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
@@ -368,6 +369,7 @@ void ServingEngineImpl::publish_stats() {
     stats_.lr_blocks_used = lu.n_used;
     stats_.lr_blocks_cached = lu.n_cached;
     stats_.lr_blocks_total = lu.n_total;
+    stats_.lr_blocks_protected = lr_kv_->pool().n_protected();
   }
 }
 
@@ -398,6 +400,7 @@ void ServingEngineImpl::loop() {
     run_tasks();
     flush_kv_events();  // segments created or deleted
     kv_->sessions().expire(clock_seconds());
+    if (lr_kv_) lr_kv_->sessions().expire(clock_seconds());
     for (Pending& p : fresh) {
       auto r = std::make_unique<SchedRequest>();
       r->id = p.id;
@@ -731,7 +734,11 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   l.sink(std::move(ev));
   release_defer(l);
   if (!l.session_key.empty()) {
-    kv_->keep_for_session(id, l.session_key, clock_seconds() + l.session_retention_s);
+    // The session keeps the request's blocks in both pools: K/V, and the LR
+    // cache's (LRAgent) when it held some.
+    const double expires = clock_seconds() + l.session_retention_s;
+    kv_->keep_for_session(id, l.session_key, expires);
+    if (lr_kv_) lr_kv_->keep_for_session(id, l.session_key, expires);
   }
   sched_->finish(id);
   live_.erase(it);
@@ -771,6 +778,7 @@ Status ServingEngineImpl::end_session(const std::string& tenant, const std::stri
   bool found = false;
   AKV_RETURN_IF_ERROR(run_on_engine([&] {
     found = kv_->sessions().end(key);
+    if (lr_kv_) found = lr_kv_->sessions().end(key) || found;
     publish_stats();
   }));
   if (!found) return make_error(ErrorCode::kNotFound, "no session '", id, "'");

@@ -532,6 +532,7 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     sync_counter(metrics_.segment_evictions, st.segment_evictions);
     metrics_.lr_blocks_used.set(st.lr_blocks_used);
     metrics_.lr_blocks_cached.set(st.lr_blocks_cached);
+    metrics_.lr_blocks_protected.set(st.lr_blocks_protected);
     sync_counter(metrics_.lr_fallbacks, st.lr_fallback_requests);
     live_sessions_.set(st.live_sessions);
     protected_blocks_.set(st.protected_blocks);

@@ -209,24 +209,30 @@ ServerMetrics::ServerMetrics(MetricsRegistry& registry)
                                          latency_buckets())),
       decode_seconds(registry.histogram("agentkv_decode_seconds", "Time from first to last generated token.",
                                         latency_buckets())),
-      ttft_seconds(registry.histogram("agentkv_ttft_seconds", "Time from arrival to the first generated token.",
-                                      latency_buckets())),
-      inter_token_seconds(registry.histogram("agentkv_inter_token_seconds",
-                                             "Time between consecutive generated tokens.", latency_buckets())),
+      ttft_seconds(registry.histogram("agentkv_ttft_seconds",
+                                      "Time from arrival to the first generated token.", latency_buckets())),
+      inter_token_seconds(registry.histogram(
+          "agentkv_inter_token_seconds", "Time between consecutive generated tokens.", latency_buckets())),
       kv_blocks_used(registry.gauge("agentkv_kv_blocks", "KV cache blocks by state.", {{"state", "used"}})),
-      kv_blocks_cached(registry.gauge("agentkv_kv_blocks", "KV cache blocks by state.", {{"state", "cached"}})),
+      kv_blocks_cached(
+          registry.gauge("agentkv_kv_blocks", "KV cache blocks by state.", {{"state", "cached"}})),
       kv_blocks_free(registry.gauge("agentkv_kv_blocks", "KV cache blocks by state.", {{"state", "free"}})),
-      prefix_hit_tokens(registry.counter("agentkv_prefix_hit_tokens_total",
-                                         "Prompt tokens served from the prefix cache.")),
-      frozen_segments(registry.gauge("agentkv_frozen_segments", "Frozen (pinned) segments: POST /v1/segments.")),
+      prefix_hit_tokens(
+          registry.counter("agentkv_prefix_hit_tokens_total", "Prompt tokens served from the prefix cache.")),
+      frozen_segments(
+          registry.gauge("agentkv_frozen_segments", "Frozen (pinned) segments: POST /v1/segments.")),
       frozen_blocks(registry.gauge("agentkv_frozen_blocks", "KV cache blocks pinned by frozen segments.")),
-      step_token_layers_max(registry.gauge("agentkv_step_token_layers_max",
-                                           "The most K/V entries (token rows x layers) one engine step computed.")),
+      step_token_layers_max(
+          registry.gauge("agentkv_step_token_layers_max",
+                         "The most K/V entries (token rows x layers) one engine step computed.")),
       segment_evictions(registry.counter("agentkv_segment_evictions_total",
                                          "Frozen segments evicted above the KV utilisation watermark.")),
-      lr_blocks_used(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.", {{"state", "used"}})),
-      lr_blocks_cached(
-          registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.", {{"state", "cached"}})),
+      lr_blocks_used(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.",
+                                    {{"state", "used"}})),
+      lr_blocks_cached(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.",
+                                      {{"state", "cached"}})),
+      lr_blocks_protected(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.",
+                                         {{"state", "protected"}})),
       lr_fallbacks(registry.counter("agentkv_lr_fallback_requests_total",
                                     "lragent-baselr requests for an adapter in no shared-A group, served by "
                                     "BaseShared rules.")),

@@ -139,6 +139,7 @@ struct ServerMetrics {
   Counter& segment_evictions;  // agentkv_segment_evictions_total
   Gauge& lr_blocks_used;       // agentkv_lr_cache_blocks{state="used"}: LRAgent's LR cache
   Gauge& lr_blocks_cached;     // agentkv_lr_cache_blocks{state="cached"}
+  Gauge& lr_blocks_protected;  // agentkv_lr_cache_blocks{state="protected"}: by agent sessions
   Counter& lr_fallbacks;       // agentkv_lr_fallback_requests_total
 
  private:

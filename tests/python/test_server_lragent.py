@@ -108,3 +108,21 @@ def test_bad_requests_are_400s_and_the_server_goes_on(server, body, param, needl
         assert needle in json.loads(data)["error"]["message"], data
     status, ok = complete(server, "plan", "Hello", "lragent-baselr")
     assert status == 200, ok
+
+
+def test_a_session_protects_its_lr_cache_blocks(server):
+    """An agent session keeps the LR cache's blocks of its requests as it
+    keeps their K/V blocks (the agents of one trajectory read both), until
+    DELETE /v1/sessions/{id}."""
+    prompt = list(range(2000, 2000 + 80))
+    before = metric(server.metrics(), "agentkv_lr_cache_blocks", state="protected")
+    status, data = server.post_json("/v1/completions", {"model": "plan", "prompt": prompt, "max_tokens": 2,
+                                                        "temperature": 0, "kv_sharing": "lragent-base",
+                                                        "session_id": "lr-team", "session_retention_s": 60})
+    assert status == 200, data
+    m = server.metrics()
+    assert metric(m, "agentkv_lr_cache_blocks", state="protected") >= before + 80 // 16
+    assert metric(m, "agentkv_session_protected_blocks") >= 80 // 16
+    status, _, _ = server.request("DELETE", "/v1/sessions/lr-team")
+    assert status == 200
+    assert metric(server.metrics(), "agentkv_lr_cache_blocks", state="protected") == before
