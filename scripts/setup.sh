@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for agentkv: the build's Debian packages, the
-# Python test tools (in .venv), the default model, and a release build.
+# Python test tools (in .venv), the default model, and a release build of
+# build/agentkv (scripts/test.sh builds the rest: tests and benchmarks).
 # xgrammar (constrained decoding) is built from its PyPI sdist into
 # ~/.cache/agentkv by scripts/setup_xgrammar.sh. Idempotent: what is already
 # there is left alone.
@@ -81,8 +82,10 @@ if [ -z "${SKIP_BUILD:-}" ]; then
     say "configuring build/"
     cmake --preset release >/dev/null
   fi
-  say "building (cmake --build build -j2)"
-  if ! cmake --build build -j2 >build/build.log 2>&1; then
+  # Only what the demo runs: scripts/test.sh builds the tests and benchmarks
+  # (or cmake --build build -j2).
+  say "building build/agentkv (cmake --build build -j2 --target agentkv)"
+  if ! cmake --build build -j2 --target agentkv >build/build.log 2>&1; then
     tail -n 40 build/build.log >&2
     echo "[setup] error: build failed (full log: build/build.log)" >&2
     exit 1
