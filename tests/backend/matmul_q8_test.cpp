@@ -208,6 +208,40 @@ TEST_P(MatmulQ8IsaTest, EveryTypeEqualsTheRuleBitForBit) {
   }
 }
 
+// q8_0 at the edges of the integer paths: weight bytes -128, -127 and 127
+// against activations of +-127 (every x of magnitude max|x|), with signs
+// that make every pair of products the same sign, so that a 16-bit pair sum
+// reaches its largest, 2 * 128 * 127 = 32512 (AVX2's sign trick must not
+// saturate, VNNI's offset must not overflow).
+TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
+  IsaGuard restore;
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  const GgmlType t = GgmlType::kQ8_0;
+  const uint32_t id = static_cast<uint32_t>(t);
+  const int64_t k = 4 * 32, n = 16, row_bytes = 4 * 34;
+  std::vector<uint8_t> w(n * row_bytes);
+  const uint8_t edges[] = {0x80, 0x81, 0x7f};
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t b = 0; b < 4; ++b) {
+      uint8_t* blk = w.data() + j * row_bytes + b * 34;
+      const uint16_t one = 0x3c00;  // f16 1.0
+      std::memcpy(blk, &one, 2);
+      for (int e = 0; e < 32; ++e) blk[2 + e] = edges[(j + (b == 3 ? e : 0)) % 3];
+    }
+  const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+  auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
+  for (int64_t m : {1, 5}) {
+    std::vector<float> x(m * k);
+    for (int64_t i = 0; i < m * k; ++i) x[i] = (i / 32) % 2 == 0 ? -3.0f : 3.0f;  // q = -127 or 127
+    x[m * k - 1] = -x[m * k - 1];
+    const std::vector<float> y0(m * n, 0.0f);
+    const Want want = reference(t, w, row_bytes, x, y0, m, k, n, false);
+    std::vector<float> y(m * n);
+    be->matmul_quant(x.data(), qm, y.data(), m, false);
+    EXPECT_EQ(y, want.y) << GetParam() << " m=" << m;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()),
                          [](const auto& info) { return info.param; });
 
