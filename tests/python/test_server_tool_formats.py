@@ -9,18 +9,12 @@ import json
 
 import pytest
 
+from tool_defs import TIME, WEATHER
+
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
 
 MODEL = "agentkv-formats"
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
-                                            "parameters": {"type": "object",
-                                                           "properties": {"city": {"type": "string"},
-                                                                          "unit": {"enum": ["C", "F"]}},
-                                                           "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {"name": "get_time", "description": "Local time in a city",
-                                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                        "required": ["city"]}}}
 TEMPLATE = {"hermes": "chatml", "llama3": "llama3", "mistral": "mistral"}
 
 

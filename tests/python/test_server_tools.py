@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from server_util import metric
+from tool_defs import TIME, WEATHER
 
 openai = pytest.importorskip("openai")
 jsonschema = pytest.importorskip("jsonschema")
@@ -21,14 +22,6 @@ pydantic = pytest.importorskip("pydantic")
 MODEL = "agentkv-tools"
 DATA = Path(__file__).resolve().parent / "data"
 SUITE = Path("/usr/share/json-schema-test-suite/tests/draft4")
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
-                                            "parameters": {"type": "object",
-                                                           "properties": {"city": {"type": "string"},
-                                                                          "unit": {"enum": ["C", "F"]}},
-                                                           "required": ["city", "unit"]}}}
-TIME = {"type": "function", "function": {"name": "get_time", "description": "Local time in a city",
-                                         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                        "required": ["city"]}}}
 
 
 @pytest.fixture(scope="module")
