@@ -55,15 +55,12 @@ struct ServeRequest {
   // The agent: "" = the base model, else a registered adapter's name
   // (kNotFound when unknown).
   std::string adapter;
-  // KV-sharing scheme for this request: "" = the engine's default, else one
-  // of the scheme registry's names (sharing_scheme_names() in
+  // KV-sharing scheme for this request: "" = the engine's default, else a
+  // name the scheme registry knows (a scheme, or an exact adapter scheme
+  // composed with a segment-reuse one: sharing_scheme_find() in
   // src/sharing/scheme.h; docs/usage.md, "KV-sharing schemes"), and
-  // kInvalidArgument otherwise. alora and icarus only change what adapters
-  // of their own kind share; others behave as "none". naive, epic,
-  // cacheblend, sparsex and relay reuse cached segments anywhere in the prompt (approximate;
-  // docs/usage.md, "Segment reuse"), except for requests with prompt_logprobs;
-  // full, droidspeak and the lragent schemes share one K/V between LoRA
-  // adapters (docs/usage.md, "Shared-K/V schemes").
+  // kInvalidArgument otherwise, with the reason. Segment reuse is off for
+  // requests with prompt_logprobs.
   std::string kv_sharing;
   // The scheme's parameters; unset ones take the engine's defaults. One the
   // scheme does not take, or a value out of range, is kInvalidArgument.
@@ -174,7 +171,7 @@ struct ServingOptions {
   int32_t background_rows = 32;       // rows per step background requests may take while others run
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
-  std::string kv_sharing = "none";    // default scheme: a name of sharing_scheme_names()
+  std::string kv_sharing = "none";    // default scheme: a name sharing_scheme_find() knows
   KvSharingParams kv_sharing_params;  // defaults of the schemes' parameters (unset: the schemes' own)
   // Frozen segments are evicted, least hit first, when an allocation would
   // put the used KV blocks (frozen ones included) above this fraction of the pool.

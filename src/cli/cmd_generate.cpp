@@ -134,7 +134,7 @@ void register_generate(CLI::App& app) {
       ->type_name("NAME=PATH[:KIND]");
   cmd->add_option("--kv-sharing", a->gen.kv_sharing,
                   "with --adapter: the request's KV-sharing scheme, one of: " + sharing_scheme_list())
-      ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
+      ->check(kv_sharing_validator());
   cmd->add_flag("--base-first", a->gen.base_first,
                 "with --adapter: run the prompt on the base model first, so the adapter can reuse its KV as "
                 "--kv-sharing allows (--stats shows the cached prompt tokens)");

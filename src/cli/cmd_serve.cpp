@@ -569,10 +569,10 @@ void register_serve(CLI::App& app) {
                   "as model NAME; the kind suffix overrides the file's (a PATH may contain ':')")
       ->type_name("NAME=PATH[:KIND]");
   cmd->add_option("--kv-sharing", e.kv_sharing,
-                  "default KV-sharing scheme for requests without kv_sharing, one of: " + sharing_scheme_list() +
-                      " (docs/usage.md, \"KV-sharing schemes\")")
+                  "default KV-sharing scheme for requests without kv_sharing, one of: " +
+                      sharing_scheme_list() + " (docs/usage.md, \"KV-sharing schemes\")")
       ->capture_default_str()
-      ->check(CLI::IsMember(std::vector<std::string>(sharing_scheme_names().begin(), sharing_scheme_names().end())));
+      ->check(kv_sharing_validator());
   // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
   cmd->add_option_function<double>("--reuse-ratio", [&e](double v) { e.kv_sharing_params.ratio = v; },
                                    "cacheblend, sparsex: share of reused tokens recomputed (default 0.15)")

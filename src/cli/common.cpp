@@ -7,8 +7,18 @@
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "sharing/scheme.h"
 
 namespace agentkv::cli {
+
+CLI::Validator kv_sharing_validator() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const Result<const SharingScheme*> s = sharing_scheme_find(v);
+        return s.is_ok() ? std::string() : s.status().message();
+      },
+      "SCHEME");
+}
 
 std::string default_model_path() {
   if (const char* e = std::getenv("AGENTKV_MODEL"); e && *e) return e;

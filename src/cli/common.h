@@ -39,6 +39,10 @@ void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype);
 // Adds --act-quant (f32, q8).
 void add_act_quant_option(CLI::App* cmd, std::string* act_quant);
 
+// Checks a --kv-sharing value against the scheme registry (single schemes
+// and compositions such as alora+sparsex); the error says what is wrong.
+CLI::Validator kv_sharing_validator();
+
 // Prints "error: <message>" to stderr and sets exit code 1.
 void fail(const Status& st);
 

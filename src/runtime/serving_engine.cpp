@@ -17,11 +17,9 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (opts.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "--max-model-len must be >= 0");
   if (opts.kv_cache_mb < 1) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb must be >= 1");
 
-  const SharingScheme* scheme = sharing_scheme_get(opts.kv_sharing);
-  if (scheme == nullptr) {
-    return make_error(ErrorCode::kInvalidArgument, "unknown --kv-sharing '", opts.kv_sharing,
-                      "' (use ", sharing_scheme_list(), ")");
-  }
+  const Result<const SharingScheme*> found = sharing_scheme_find(opts.kv_sharing);
+  if (!found.is_ok()) return found.status().with_context("--kv-sharing");
+  const SharingScheme* scheme = *found;
 
   std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
   e->opts_ = opts;
@@ -260,11 +258,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   }
   const SharingScheme* scheme = default_scheme_;
   if (!req.kv_sharing.empty()) {
-    scheme = sharing_scheme_get(req.kv_sharing);
-    if (scheme == nullptr) {
-      return make_error(ErrorCode::kInvalidArgument, "unknown kv_sharing '", req.kv_sharing,
-                        "' (use ", sharing_scheme_list(), ")");
-    }
+    AKV_ASSIGN_OR_RETURN(scheme, sharing_scheme_find(req.kv_sharing));
   }
   AKV_RETURN_IF_ERROR(scheme->check_params(req.kv_sharing_params));
   // Unset parameters take the engine's defaults (planners read only their own).
@@ -286,18 +280,18 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     }
   }
   // Prompt logprobs need every prompt row computed: no segment reuse there.
-  // An ICaRus decoder row pairs with its encoder row: no reuse either.
   std::unique_ptr<ReusePlanner> planner;
-  if (req.prompt_logprobs < 0 && !sharing.decoder_row) planner = scheme->make_planner(params);
+  if (req.prompt_logprobs < 0) planner = scheme->make_planner(params);
   const int32_t min_segment = params.min_segment_tokens.value_or(2 * opts_.block_size);
-  const bool capture = influence_ != nullptr && (capture_all_ || std::string_view(sharing.scheme) == "relay");
+  const bool capture = influence_ != nullptr && (capture_all_ || scheme->captures_state());
   if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
     return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
   }
-  if (req.prompt_logprobs >= 0 && std::string_view(sharing.scheme) == "icarus") {
-    // Prompt rows run as the base encoder there: their logits are not the adapter's.
-    return make_error(ErrorCode::kInvalidArgument, "prompt logprobs (echo with logprobs) are not available for an "
-                                                   "ICaRus adapter under kv_sharing icarus");
+  if (req.prompt_logprobs >= 0 && sharing.decoder_row) {
+    // Prompt rows run as the base encoder: their logits are not the adapter's.
+    return make_error(ErrorCode::kInvalidArgument,
+                      "prompt logprobs (echo with logprobs) are not available for an "
+                      "ICaRus adapter: its prompt rows run as the base encoder");
   }
   ServeId id;
   {

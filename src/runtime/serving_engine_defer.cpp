@@ -78,6 +78,13 @@ void ServingEngineImpl::split_rows(Live& l, SchedRequest* r, int32_t row_begin, 
   int64_t cost = 0;
   for (size_t i = row_begin; i < step->rows.size(); ++i) cost += end_of(step->rows[i]) - step->rows[i].layer_begin;
   if (cap >= n_layers || cost <= int64_t{opts_.max_batch_tokens} * n_layers) return;
+  // An ICaRus decoder row reads its encoder row's K/V in every layer: it
+  // waits for that row, which resumes later (plan_resume adds it again).
+  if (static_cast<int32_t>(step->rows.size()) > row_begin && step->rows.back().slot < 0) {
+    step->rows.pop_back();
+    step->seqs.back().row_end = static_cast<int32_t>(step->rows.size());
+    step->rows.back().logits = true;  // split below like any row with logits
+  }
   l.resume_layer = cap;
   l.resume_pos.clear();
   l.resume_end.clear();
@@ -141,8 +148,9 @@ void ServingEngineImpl::plan_resume(const ScheduledSeq& s, Live& l, int32_t adap
     defer_->get(l.id, p - l.defer_begin, step->hidden_in.data() + int64_t{row.hidden_in} * d_model);
     // The prompt's last row is the last to run: the first token comes from it.
     row.logits = p == l.n_prompt - 1;
-    if (row.logits) logit_rows->push_back({r->id, -1});
     step->rows.push_back(row);
+    add_decoder_row(l, adapter_index, step);
+    if (row.logits) logit_rows->push_back({r->id, -1});
     spent += cost;
   }
   q.row_end = static_cast<int32_t>(step->rows.size());

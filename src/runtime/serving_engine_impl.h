@@ -75,7 +75,7 @@ struct Live {
   std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
   SeqSharing sharing;
   std::string model;                       // adapter name, "" = base (stats key)
-  // Segment reuse (naive, epic, cacheblend): the planner, and per prompt
+  // Segment reuse: the planner, and per prompt
   // position whether its K/V is copied from a cached segment and where its
   // run starts. Looked up once, at the first prompt chunk.
   std::unique_ptr<ReusePlanner> planner;
@@ -203,6 +203,13 @@ class ServingEngineImpl final : public ServingEngine {
   // of the chunk's reused positions (a source gone since the lookup is
   // recomputed instead), and adds the planner's rows and hooks to the step.
   void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
+  // The cached segments of a request's prompt after `from`, each position
+  // looked up under the lineage its blocks carry (aLoRA: the base one before
+  // its invocation).
+  std::vector<SegmentHit> find_reuse_hits(const Live& l, const SchedRequest& r, int32_t from) const;
+  // After a prompt row with logits, a request with ICaRus decoder rows takes
+  // the logits to its decoder row, appended right after it.
+  void add_decoder_row(const Live& l, int32_t adapter_index, Step* step) const;
   // Prompt position p of a request as a row (token, slot, weights); the caller sets its layers.
   TokenRow prompt_row(const Live& l, const SchedRequest& r, const std::vector<int32_t>& blocks, int32_t p,
                       int32_t adapter_index) const;

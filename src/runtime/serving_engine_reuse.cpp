@@ -9,6 +9,39 @@
 
 namespace agentkv {
 
+std::vector<SegmentHit> ServingEngineImpl::find_reuse_hits(const Live& l, const SchedRequest& r,
+                                                           int32_t from) const {
+  const std::span<const int32_t> prompt(r.tokens.data(), l.n_prompt);
+  // Where the request's blocks stop carrying the base lineage (aLoRA: its
+  // invocation). Before it, segments are looked up under the base lineage,
+  // whoever cached them; from it on, under the request's own.
+  const int32_t base_until = std::min(l.n_prompt, l.sharing.lineage_from);
+  if (r.keys.lineage == r.base_keys.lineage || base_until <= from) {
+    return kv_->find_segments(prompt, from, r.keys, l.min_segment);
+  }
+  // The search stops one before its span's end: the span takes one more.
+  std::vector<SegmentHit> hits =
+      kv_->find_segments(prompt.first(base_until + 1), from, r.base_keys, l.min_segment);
+  const std::vector<SegmentHit> more = kv_->find_segments(prompt, base_until, r.keys, l.min_segment);
+  hits.insert(hits.end(), more.begin(), more.end());
+  return hits;
+}
+
+void ServingEngineImpl::add_decoder_row(const Live& l, int32_t adapter_index, Step* step) const {
+  TokenRow& encoder = step->rows.back();
+  if (!l.sharing.decoder_row || !encoder.logits) return;
+  // ICaRus: the encoder row writes the position's K/V; the decoder row
+  // (adapter weights, every layer, no K/V) reads it and gives the logits.
+  encoder.logits = false;
+  TokenRow decoder;
+  decoder.token = encoder.token;
+  decoder.pos = encoder.pos;
+  decoder.slot = -1;
+  decoder.adapter = adapter_index;
+  decoder.logits = true;
+  step->rows.push_back(decoder);
+}
+
 void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
   SchedRequest* r = s.req;
   const int32_t bs = opts_.block_size;
@@ -20,7 +53,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     l.reuse_preemptions = r->n_preemptions;
     l.reused.assign(n_prompt, 0);
     l.run_start.assign(n_prompt, -1);
-    l.hits = kv_->find_segments(std::span<const int32_t>(r->tokens.data(), n_prompt), s.begin, r->keys, l.min_segment);
+    l.hits = find_reuse_hits(l, *r, s.begin);
     for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
     // K/V from the first reused token on is approximate: never indexed.
     if (!l.hits.empty()) {
@@ -128,6 +161,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     }
     row_of[p - cb] = static_cast<int32_t>(step->rows.size());
     step->rows.push_back(row);
+    add_decoder_row(l, adapter_index, step);
   }
   q.row_end = static_cast<int32_t>(step->rows.size());
   const int32_t seq_index = static_cast<int32_t>(step->seqs.size());

@@ -85,9 +85,8 @@ ApiResult<Prepared> prepare_completion(const CompletionEnv& env, const std::stri
   base.adapter = std::move(adapter).value();
   p.model = base.adapter.empty() ? env.model_name : base.adapter;
   if (sf.kv_sharing) {
-    if (!is_kv_sharing_scheme(*sf.kv_sharing)) {
-      return bad_request("kv_sharing", "unknown kv_sharing '" + *sf.kv_sharing + "'; expected " + sharing_scheme_list());
-    }
+    if (const std::string why = kv_sharing_error(*sf.kv_sharing); !why.empty())
+      return bad_request("kv_sharing", why);
     base.kv_sharing = *sf.kv_sharing;
     base.kv_sharing_params = sf.kv_sharing_params;
   }

@@ -64,6 +64,10 @@ bool is_adapter_kind(std::string_view s) { return s == "lora" || s == "alora" ||
 
 bool is_kv_sharing_scheme(std::string_view s) { return sharing_scheme_get(s) != nullptr; }
 
+std::string kv_sharing_error(std::string_view s) {
+  const Result<const SharingScheme*> found = sharing_scheme_find(s);
+  return found.is_ok() ? std::string() : found.status().message();
+}
 
 std::vector<std::string> served_model_names(const ServingEngine& engine, const std::string& base_name) {
   std::vector<std::string> names = {base_name};

@@ -26,6 +26,8 @@ namespace agentkv::server {
 
 bool is_adapter_kind(std::string_view s);       // lora, alora, icarus
 bool is_kv_sharing_scheme(std::string_view s);  // a name of the scheme registry (sharing/scheme.h)
+// Why s is not one ("" when it is): unknown, or a pair that does not compose.
+std::string kv_sharing_error(std::string_view s);
 
 // Every name a request's `model` may take: base_name first, then the adapters.
 std::vector<std::string> served_model_names(const ServingEngine& engine, const std::string& base_name);

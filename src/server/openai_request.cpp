@@ -133,21 +133,38 @@ MaybeError read_number(const json& obj, const char* key, double lo, double hi, b
   return std::nullopt;
 }
 
-// "kv_sharing": "name" or {"scheme": "name", parameters...} (agentkv extension).
+// "kv_sharing" (agentkv extension): "name", "exact+reuse", ["exact", "reuse"],
+// or {"scheme": "name", "reuse": "name", parameters...}. A composition is
+// kept as "exact+reuse"; the registry checks the pair.
 MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
   const json* v = field(obj, "kv_sharing");
   if (!v) return std::nullopt;
   if (v->is_string()) {
     s.kv_sharing = v->get<std::string>();
+  } else if (v->is_array()) {
+    if (v->size() != 2) {
+      return bad_request("kv_sharing",
+                         "kv_sharing as a list composes two schemes, an exact adapter scheme and a "
+                         "segment-reuse one (as [\"alora\", \"sparsex\"]); it has " +
+                             std::to_string(v->size()) + " (one scheme is a string)");
+    }
+    std::string joined;
+    for (const json& e : *v) {
+      if (!e.is_string()) return wrong_type("kv_sharing", "a list of scheme names", e);
+      if (!joined.empty()) joined += '+';
+      joined += e.get<std::string>();
+    }
+    s.kv_sharing = std::move(joined);
   } else if (v->is_object()) {
     for (const auto& item : v->items()) {
       // A named string, not a structured binding: clang 14 (the fuzz build)
       // rejects a lambda that captures a binding.
       const std::string& key = item.key();
-      const bool known = key == "scheme" || std::any_of(std::begin(kKvSharingFields), std::end(kKvSharingFields),
-                                                         [&](const KvSharingField& f) { return key == f.name; });
+      const bool known = key == "scheme" || key == "reuse" ||
+                         std::any_of(std::begin(kKvSharingFields), std::end(kKvSharingFields),
+                                     [&](const KvSharingField& f) { return key == f.name; });
       if (!known) {
-        std::string expected = "scheme";
+        std::string expected = "scheme, reuse";
         for (const KvSharingField& f : kKvSharingFields) expected += std::string(", ") + f.name;
         return bad_request("kv_sharing." + key,
                            "unknown kv_sharing parameter '" + key + "' (expected " + expected + ")");
@@ -157,6 +174,10 @@ MaybeError read_kv_sharing(const json& obj, SamplingFields& s) {
     if (!name) return bad_request("kv_sharing.scheme", "kv_sharing as an object needs a \"scheme\"");
     if (!name->is_string()) return wrong_type("kv_sharing.scheme", "a string", *name);
     s.kv_sharing = name->get<std::string>();
+    if (const json* reuse = field(*v, "reuse")) {
+      if (!reuse->is_string()) return wrong_type("kv_sharing.reuse", "a string", *reuse);
+      *s.kv_sharing += "+" + reuse->get<std::string>();
+    }
     KvSharingParams& p = s.kv_sharing_params;
     for (const KvSharingField& f : kKvSharingFields) {
       const json* x = field(*v, f.name);

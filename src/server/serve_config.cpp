@@ -105,9 +105,9 @@ Status check_adapter_specs(const std::vector<AdapterSpec>& specs, const std::str
 }
 
 Status check_kv_sharing(const std::string& scheme) {
-  if (is_kv_sharing_scheme(scheme)) return Status::ok();
-  return make_error(ErrorCode::kInvalidArgument, "--kv-sharing: unknown scheme '", scheme,
-                    "' (expected ", sharing_scheme_list(), ")");
+  const std::string why = kv_sharing_error(scheme);
+  if (why.empty()) return Status::ok();
+  return make_error(ErrorCode::kInvalidArgument, "--kv-sharing: ", why);
 }
 
 }  // namespace agentkv::server

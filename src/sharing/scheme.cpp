@@ -15,6 +15,8 @@ const SharingScheme* sharing_scheme_droidspeak_instance();
 const SharingScheme* sharing_scheme_lragent_base_instance();
 const SharingScheme* sharing_scheme_lragent_baselr_instance();
 
+const SharingScheme* sharing_scheme_single(std::string_view name);
+
 namespace {
 constexpr const char* kNames[] = {"none",    "alora", "icarus",     "naive",        "epic",          "cacheblend",
                                   "sparsex", "relay", "full", "droidspeak", "lragent-base", "lragent-baselr"};
@@ -28,10 +30,26 @@ std::string sharing_scheme_list() {
     if (!t.empty()) t += ", ";
     t += n;
   }
-  return t;
+  return t + "; or alora or icarus with a segment-reuse scheme, as alora+sparsex";
+}
+
+Result<const SharingScheme*> sharing_composed_find(std::string_view a, std::string_view b);
+
+Result<const SharingScheme*> sharing_scheme_find(std::string_view name) {
+  const size_t plus = name.find('+');
+  if (plus != std::string_view::npos)
+    return sharing_composed_find(name.substr(0, plus), name.substr(plus + 1));
+  if (const SharingScheme* s = sharing_scheme_single(name)) return s;
+  return make_error(ErrorCode::kInvalidArgument, "unknown kv_sharing '", name, "' (use ",
+                    sharing_scheme_list(), ")");
 }
 
 const SharingScheme* sharing_scheme_get(std::string_view name) {
+  Result<const SharingScheme*> s = sharing_scheme_find(name);
+  return s.is_ok() ? s.value() : nullptr;
+}
+
+const SharingScheme* sharing_scheme_single(std::string_view name) {
   if (name == "none") return sharing_scheme_none_instance();
   if (name == "alora") return sharing_scheme_alora_instance();
   if (name == "icarus") return sharing_scheme_icarus_instance();

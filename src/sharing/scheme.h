@@ -104,6 +104,10 @@ class SharingScheme {
     (void)p;
     return nullptr;
   }
+  // Whether the server's on-request captures (--relay-capture on-request:
+  // hidden state and influence scores, KV components) are taken for this
+  // scheme's requests: RelayCaching reads them back when its segments are reused.
+  virtual bool captures_state() const { return false; }
 };
 
 // The shared-K/V schemes (full, droidspeak, lragent-*): the base model and
@@ -130,11 +134,21 @@ inline constexpr double kRelayDefaultInfluenceThreshold = 1.45;
 inline constexpr int32_t kRelayDefaultSuffixTokens = 10;
 
 // "none", "alora", "icarus", "naive", "epic", "cacheblend", "sparsex", "relay", "full",
-// "droidspeak", "lragent-base", "lragent-baselr"; null for an unknown name. Instances are static.
+// "droidspeak", "lragent-base", "lragent-baselr", and the compositions of an
+// exact adapter scheme with a segment-reuse one ("alora+sparsex", in either
+// order; the instance's name is the canonical exact+reuse order). Null for
+// an unknown name or a pair that does not compose. Instances are static.
 const SharingScheme* sharing_scheme_get(std::string_view name);
-// The names sharing_scheme_get knows, for help texts and errors.
+// The same, with an error that says what is wrong with the name: unknown,
+// or which pair does not compose and why (kInvalidArgument).
+Result<const SharingScheme*> sharing_scheme_find(std::string_view name);
+// The single schemes' names, for help texts and errors (compositions are
+// not listed one by one; sharing_scheme_list() says how to write them).
 std::span<const char* const> sharing_scheme_names();
-// The same names as one "none, alora, ..." string, for errors and help.
+// Every composition's canonical name ("alora+naive", ...).
+std::span<const char* const> sharing_composed_names();
+// The single names as one "none, alora, ..." string, and the composition
+// rule, for errors and help.
 std::string sharing_scheme_list();
 
 // The rules every scheme shares for the kinds it does not change: the

@@ -100,6 +100,7 @@ class RelayPlanner final : public ReusePlanner {
 class SchemeRelay final : public ReuseScheme {
  public:
   const char* name() const override { return "relay"; }
+  bool captures_state() const override { return true; }
   Status check_params(const KvSharingParams& p) const override {
     AKV_RETURN_IF_ERROR(check_reuse_params(name(), {.relay = true}, p));
     return check_order(p);

@@ -160,15 +160,20 @@ def test_usage_reports_the_scheme_applied(server, client, adapter_dirs, scheme, 
 
 
 def test_echo_logprobs_need_the_adapters_own_prompt_rows(server, adapter_dirs):
-    """Under icarus an ICaRus adapter's prompt rows are the base encoder's, so
-    they cannot score the prompt as the adapter: a 400, not wrong numbers."""
+    """An ICaRus adapter's prompt rows are the base encoder's under every
+    scheme (its own encoding pass under none, the shared one under icarus),
+    so they cannot score the prompt as the adapter: a 400, not the base's
+    numbers under the adapter's name. The same directory as a plain LoRA
+    scores its prompt."""
     status, data = load(server, "a-icarus-echo", adapter_dirs["a"], kind="icarus")
     assert status == 200, data
     try:
         body = {"model": "a-icarus-echo", "prompt": "Hello there", "max_tokens": 1, "echo": True, "logprobs": 1}
-        status, data = server.post_json("/v1/completions", {**body, "kv_sharing": "icarus"}, api_key=KEY)
-        assert_openai_error(status, data, 400)
-        status, data = server.post_json("/v1/completions", {**body, "kv_sharing": "none"}, api_key=KEY)
+        for scheme in ("icarus", "none", "icarus+sparsex"):
+            status, data = server.post_json("/v1/completions", {**body, "kv_sharing": scheme}, api_key=KEY)
+            err = assert_openai_error(status, data, 400)
+            assert "base encoder" in err["message"], err
+        status, data = server.post_json("/v1/completions", {**body, "model": "a", "kv_sharing": "none"}, api_key=KEY)
         assert status == 200, data
         assert json.loads(data)["choices"][0]["logprobs"]["token_logprobs"][0] is None
     finally:
@@ -239,6 +244,42 @@ def test_segment_reuse_reports_reused_tokens(server, client):
         assert metric(m, "agentkv_scheme_reused_tokens_total", scheme=name) >= 64, name
         assert metric(m, "agentkv_scheme_computed_token_layers_total", scheme=name) > 0, name
         assert metric(m, "agentkv_scheme_reused_token_layers_total", scheme=name) > 0, name
+
+
+def test_an_alora_agent_reuses_the_bases_documents_when_composed(server, client):
+    """alora + a segment-reuse scheme: the aLoRA adapter keeps its exact
+    prefix sharing and reuses a document the base model cached, at another
+    offset; the reuse scheme alone keeps the adapter in its own lineage."""
+    doc = " ".join(f"Item {i}: the crate number {i} holds {i * 3} blue marbles." for i in range(12))
+    client.completions.create(model=BASE, prompt="Inventory. " + doc, max_tokens=1, temperature=0)
+    prompt = "Check this list, then: " + doc + f" How many crates?{INVOCATION}"
+    alone = client.completions.create(model="inv", prompt=prompt, max_tokens=2, temperature=0,
+                                      extra_body={"kv_sharing": "sparsex"})
+    assert alone.usage.model_dump()["prompt_tokens_details"].get("reused_tokens", 0) == 0
+    for value in ("alora+sparsex", ["alora", "sparsex"], {"scheme": "alora", "reuse": "sparsex", "ratio": 0.3}):
+        # Each form in a namespace of its own: the document is cached there first.
+        client.completions.create(model=BASE, prompt="Inventory. " + doc, max_tokens=1, temperature=0,
+                                  extra_body={"cache_salt": json.dumps(value)})
+        r = client.completions.create(model="inv", prompt=prompt, max_tokens=2, temperature=0,
+                                      extra_body={"kv_sharing": value, "cache_salt": json.dumps(value)})
+        details = r.usage.model_dump()["prompt_tokens_details"]
+        assert details.get("reused_tokens", 0) >= 64, (value, details)
+        assert applied(r.usage) == "alora+sparsex"
+    assert metric(server.metrics(), "agentkv_scheme_reused_tokens_total", scheme="alora+sparsex") >= 3 * 64
+
+
+@pytest.mark.parametrize("value,words", [
+    ("sparsex+cacheblend", "two segment-reuse schemes"),
+    (["alora", "icarus"], "two exact schemes"),
+    ("lragent-base+sparsex", "does not compose"),
+    ({"scheme": "naive", "reuse": "epic"}, "two segment-reuse schemes"),
+    (["alora", "sparsex", "naive"], "composes two schemes"),
+])
+def test_pairs_that_do_not_compose_are_400_naming_the_pair(server, value, words):
+    status, data = server.post_json("/v1/completions", {"prompt": "x", "max_tokens": 1, "kv_sharing": value},
+                                    api_key=KEY)
+    err = assert_openai_error(status, data, 400, param="kv_sharing")
+    assert words in err["message"], err
 
 
 # -- /v1/models ------------------------------------------------------------------------

@@ -167,9 +167,32 @@ TEST_F(HttpAdaptersTest, KvSharingIsPassedThroughOrRefused) {
   ASSERT_TRUE(absent);
   EXPECT_EQ(absent->status, 200);
   EXPECT_EQ(engine_.last_request().kv_sharing, "");  // the engine's default
+  // A composition: "exact+reuse", a list of the two, or the object's "reuse"; kept as "exact+reuse".
+  for (const json& composed :
+       {json("alora+sparsex"), json("sparsex+alora"), json::array({"alora", "sparsex"}),
+        json({{"scheme", "alora"}, {"reuse", "sparsex"}, {"ratio", 0.5}})}) {
+    auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}, {"kv_sharing", composed}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << composed.dump() << " " << r->body;
+    const std::string sent = engine_.last_request().kv_sharing;
+    EXPECT_TRUE(sent == "alora+sparsex" || sent == "sparsex+alora") << sent;
+  }
+  EXPECT_EQ(engine_.last_request().kv_sharing_params.ratio, 0.5);
+  // Pairs that do not compose say why.
+  for (const auto& [bad, why] : std::vector<std::pair<json, std::string>>{
+           {json("sparsex+cacheblend"), "two segment-reuse schemes"},
+           {json::array({"lragent-base", "icarus"}), "two exact schemes"},
+           {json("full+sparsex"), "does not compose"},
+           {json({{"scheme", "cacheblend"}, {"reuse", "naive"}}), "two segment-reuse schemes"}}) {
+    auto r = post("/v1/completions", {{"prompt", "hi"}, {"max_tokens", 1}, {"kv_sharing", bad}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad.dump();
+    EXPECT_NE(error_of(r)["message"].get<std::string>().find(why), std::string::npos) << r->body;
+  }
   const size_t n = engine_.submitted_requests().size();
-  for (const json& bad : {json("fullshared"), json("ICARUS"), json(""), json(3), json(true), json::array({"alora"}),
-                          json::object()}) {
+  for (const json& bad :
+       {json("fullshared"), json("ICARUS"), json(""), json(3), json(true), json::array({"alora"}),
+        json::array({"alora", "sparsex", "naive"}), json::array({"alora", 3}), json::object()}) {
     for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
       json body = {{"kv_sharing", bad}, {"prompt", "hi"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
       auto r = post(path, body);

@@ -280,5 +280,42 @@ TEST(ReusePlanner, RegistryNamesEverySchemeOnce) {
                                              "full", "droidspeak", "lragent-base", "lragent-baselr"}));
 }
 
+// Compositions: alora or icarus with one segment-reuse scheme, in either
+// order, one static instance under the canonical exact+reuse name; the
+// exact scheme plans the weights and lineage, the reuse scheme takes the
+// parameters and makes the planner. Other pairs say why they do not compose.
+TEST(ReusePlanner, CompositionsAreExactPlusReuse) {
+  for (const char* n : sharing_composed_names()) {
+    const SharingScheme* s = sharing_scheme_get(n);
+    ASSERT_NE(s, nullptr) << n;
+    EXPECT_EQ(std::string(s->name()), n);
+    const std::string name(n);
+    const size_t plus = name.find('+');
+    EXPECT_EQ(sharing_scheme_get(name.substr(plus + 1) + "+" + name.substr(0, plus)), s) << n;
+    EXPECT_NE(s->make_planner(KvSharingParams{}), nullptr) << n;
+    EXPECT_EQ(s->captures_state(), name.ends_with("+relay")) << n;
+  }
+  EXPECT_EQ(sharing_composed_names().size(), 10u);
+  KvSharingParams ratio;
+  ratio.ratio = 0.5;
+  EXPECT_TRUE(sharing_scheme_get("alora+sparsex")->check_params(ratio).is_ok());
+  EXPECT_FALSE(sharing_scheme_get("alora+naive")->check_params(ratio).is_ok());  // naive takes no ratio
+  const std::pair<const char*, const char*> bad[] = {{"sparsex+cacheblend", "two segment-reuse schemes"},
+                                                     {"lragent-base+icarus", "two exact schemes"},
+                                                     {"alora+icarus", "two exact schemes"},
+                                                     {"full+sparsex", "does not compose"},
+                                                     {"sparsex+droidspeak", "does not compose"},
+                                                     {"none+naive", "does not compose"},
+                                                     {"alora+bogus", "unknown"},
+                                                     {"alora+sparsex+naive", "unknown"},
+                                                     {"+alora", "unknown"}};
+  for (const auto& [name, why] : bad) {
+    EXPECT_EQ(sharing_scheme_get(name), nullptr) << name;
+    const Result<const SharingScheme*> r = sharing_scheme_find(name);
+    ASSERT_FALSE(r.is_ok()) << name;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << name << ": " << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace agentkv
