@@ -10,6 +10,9 @@
 //   - icarus_round_robin: N ICaRus agents take turns on one growing
 //     trajectory (each turn: the whole trajectory as prompt, G new tokens),
 //     under `icarus` and under `none`.
+//   - team_docs: a team of adapters reads retrieved documents (DESIGN.md §3,
+//     "Schemes compose"): the exact adapter scheme alone, the segment-reuse
+//     scheme alone, the two composed, and `none`.
 #pragma once
 
 #include <cstdint>
@@ -74,5 +77,40 @@ struct RoundRobinOptions {
 };
 
 Result<std::vector<RoundRobinResult>> run_icarus_round_robin(const AgentBenchOptions& o, const RoundRobinOptions& r);
+
+// The team-docs trace. The base model has read every document of a library
+// once (each alone: the retrieval step that caches them) and writes the
+// team's trajectory. Each turn, every agent (an adapter of `kind`) answers
+// with its own retrieved documents, in its own order, after the shared
+// trajectory: prompt = trajectory + k documents + question (+ the aLoRA
+// invocation); the agents run together, then the base writes the next turn
+// from their answers.
+struct TeamDocsOptions {
+  std::vector<std::string> kinds = {"alora", "icarus"};  // the exact adapter schemes
+  std::string reuse = "sparsex";                         // the segment-reuse scheme
+  int32_t n_agents = 4;
+  int32_t n_docs = 8;
+  int32_t doc_tokens = 256;
+  int32_t docs_per_agent = 3;
+  int32_t context_tokens = 512;  // the trajectory's start
+  int32_t turns = 3;
+  int32_t answer_tokens = 16;  // each agent's answer
+  int32_t base_tokens = 32;    // the base's turn
+  int32_t rank = 8;
+};
+
+struct TeamDocsResult {
+  std::string kind;              // the adapters' kind
+  std::string scheme;            // none, the exact scheme, the reuse scheme, or exact+reuse
+  int64_t prompt_tokens = 0;     // the agents' requests, all turns
+  int64_t cached_tokens = 0;     // served by exact prefix hits
+  int64_t reused_tokens = 0;     // copied from cached segments
+  int64_t computed_entries = 0;  // K/V entries the agents' prefills computed (tokens x layers)
+  int32_t n_layers = 0;
+  double median_ttft_s = 0;  // over the agents' requests
+  double total_s = 0;        // the whole trace, base turns included
+};
+
+Result<std::vector<TeamDocsResult>> run_team_docs(const AgentBenchOptions& o, const TeamDocsOptions& t);
 
 }  // namespace agentkv

@@ -27,6 +27,7 @@ std::vector<Done> run_together(ServingEngine& eng, std::vector<ServeRequest> req
         if (ev.finish != ServeFinish::kNone) {
           d.e2e_s = std::chrono::duration<double>(at - t0).count();
           d.prefill_token_layers = ev.prefill_token_layers;
+          d.reused = ev.reused_tokens;
           d.lr_fallback = ev.lr_fallback;
         }
       });

@@ -17,6 +17,7 @@ struct Done {
   int32_t prompt_tokens = 0;
   int32_t cached = 0;
   int64_t prefill_token_layers = 0;  // K/V entries the prompt's prefill computed
+  int32_t reused = 0;                // prompt tokens whose K/V was copied from a cached segment
   double ttft_s = 0;
   double e2e_s = 0;
   bool lr_fallback = false;

@@ -26,6 +26,7 @@ struct AgentsArgs {
   PipelineOptions pipe;
   RoundRobinOptions rr;
   LragentTraceOptions trace;
+  TeamDocsOptions team;
   std::string json_out;
 };
 
@@ -119,6 +120,40 @@ void print_lragent_trace(const std::vector<LragentTraceResult>& rs, const std::v
   }
 }
 
+// Per kind: each scheme's counts, and the composition against each of the others.
+void print_team_docs(const std::vector<TeamDocsResult>& rs, nlohmann::json* j) {
+  std::printf(
+      "\n| agents | scheme | prompt tokens | prefix-cached | segment-reused | computed (token x layer / "
+      "layers) | "
+      "median TTFT s | trace s |\n|---|---|---|---|---|---|---|---|\n");
+  for (const TeamDocsResult& r : rs) {
+    const double computed = double(r.computed_entries) / std::max(1, r.n_layers);
+    std::printf("| %s | %s | %lld | %lld | %lld | %.0f | %.3f | %.2f |\n", r.kind.c_str(), r.scheme.c_str(),
+                static_cast<long long>(r.prompt_tokens), static_cast<long long>(r.cached_tokens),
+                static_cast<long long>(r.reused_tokens), computed, r.median_ttft_s, r.total_s);
+    (*j)["team_docs"].push_back({{"kind", r.kind},
+                                 {"scheme", r.scheme},
+                                 {"prompt_tokens", r.prompt_tokens},
+                                 {"cached_tokens", r.cached_tokens},
+                                 {"reused_tokens", r.reused_tokens},
+                                 {"computed_entries", r.computed_entries},
+                                 {"n_layers", r.n_layers},
+                                 {"median_ttft_s", r.median_ttft_s},
+                                 {"total_s", r.total_s}});
+  }
+  std::printf(
+      "\n| agents | composed | against | computed: composed / other | median TTFT: other / composed |\n"
+      "|---|---|---|---|---|\n");
+  for (const TeamDocsResult& c : rs) {
+    if (c.scheme.find('+') == std::string::npos) continue;
+    for (const TeamDocsResult& o : rs) {
+      if (o.kind != c.kind || &o == &c || o.computed_entries == 0 || c.median_ttft_s <= 0) continue;
+      std::printf("| %s | %s | %s | %.2f | %.2fx |\n", c.kind.c_str(), c.scheme.c_str(), o.scheme.c_str(),
+                  double(c.computed_entries) / double(o.computed_entries), o.median_ttft_s / c.median_ttft_s);
+    }
+  }
+}
+
 void run(AgentsArgs a) {
   if (a.o.work_dir.empty()) {
     a.o.work_dir = (std::filesystem::temp_directory_path() / ("agentkv_bench_agents_" + std::to_string(::getpid()))).string();
@@ -142,6 +177,10 @@ void run(AgentsArgs a) {
     auto r = run_lragent_trace(a.o, a.trace);
     if (r.is_ok()) print_lragent_trace(*r, a.trace.schemes, &j);
     st = r.status();
+  } else if (a.workload == "team-docs") {
+    auto r = run_team_docs(a.o, a.team);
+    if (r.is_ok()) print_team_docs(*r, &j);
+    st = r.status();
   } else {
     st = make_error(ErrorCode::kInvalidArgument, "unknown --workload '", a.workload, "'");
   }
@@ -157,9 +196,11 @@ void register_bench_agents(CLI::App& app) {
   a->o.model_path = default_model_path();
   CLI::App* cmd = app.add_subcommand(
       "bench-agents", "Multi-agent workloads from the papers: each sharing scheme against `none` on the same trace");
-  cmd->add_option("--workload", a->workload,
-                  "alora-pipeline (paper 004 Sec. 4), icarus-round-robin (paper 001) or lragent-trace (paper 000 "
-                  "App. C.5)")
+  cmd->add_option(
+         "--workload", a->workload,
+         "alora-pipeline (paper 004 Sec. 4), icarus-round-robin (paper 001), lragent-trace (paper 000 "
+         "App. C.5) or team-docs (a team of adapters reading retrieved documents: an exact adapter scheme "
+         "composed with segment reuse, against each alone and none)")
       ->capture_default_str();
   cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
   cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")->capture_default_str();
@@ -194,6 +235,32 @@ void register_bench_agents(CLI::App& app) {
   cmd->add_option("--droidspeak-profile", a->trace.droidspeak_profile,
                   "lragent-trace: droidspeak's critical layers from this profile (default: the committed one for "
                   "SmolLM2 when it exists)");
+  cmd->add_option("--team-kinds", a->team.kinds,
+                  "team-docs: the agents' adapter kinds, each a trace (alora, icarus)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"alora", "icarus"}));
+  cmd->add_option("--team-reuse", a->team.reuse, "team-docs: the segment-reuse scheme")
+      ->check(CLI::IsMember({"naive", "epic", "cacheblend", "sparsex"}))
+      ->capture_default_str();
+  cmd->add_option("--team-agents", a->team.n_agents, "team-docs: agents, run together each turn")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--team-docs", a->team.n_docs, "team-docs: documents in the library")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--team-doc-tokens", a->team.doc_tokens, "team-docs: tokens per document")
+      ->check(CLI::Range(16, 8192))
+      ->capture_default_str();
+  cmd->add_option("--team-docs-per-agent", a->team.docs_per_agent,
+                  "team-docs: documents each agent retrieves per turn")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--team-context", a->team.context_tokens, "team-docs: the trajectory's start, tokens")
+      ->check(CLI::Range(1, 16384))
+      ->capture_default_str();
+  cmd->add_option("--team-turns", a->team.turns, "team-docs: turns")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
   cmd->callback([a] { run(*a); });
 }
