@@ -1,8 +1,12 @@
 // The serving engine's private declarations, shared by its source files:
-// serving_engine.cpp (the loop, submission, steps, segments) and
-// serving_engine_shared.cpp (rows of the schemes whose K/V every agent
-// shares: FullShared, DroidSpeak, LRAgent). Nothing outside src/runtime
-// includes it; the public face is include/agentkv/serving.h.
+// serving_engine.cpp (submission, the loop, steps), serving_engine_create.cpp
+// (construction), serving_engine_events.cpp (logits to tokens, events and
+// finish), serving_engine_shared.cpp (rows of the schemes whose K/V every
+// agent shares), serving_engine_reuse.cpp and serving_engine_defer.cpp
+// (segment reuse and whole-prompt selection), serving_engine_segments.cpp
+// (frozen segments) and serving_engine_remote.cpp (the remote KV tier).
+// Nothing outside src/runtime includes it; the public face is
+// include/agentkv/serving.h.
 #pragma once
 
 #include <algorithm>
