@@ -81,9 +81,11 @@ if [ -z "${AGENTKV_QUICK:-}" ]; then
   # copies, eviction, relay captures and resumes, chains), run here; of the
   # shared-K/V schemes, SecondAgentReusesWhatItsSchemeShares (every scheme's
   # rows, the LR cache's own pool, DroidSpeak's snapshots) and the bad requests.
+  # Of the composed schemes, all but the defaults sweep (Compose.AtItsDefaults:
+  # 6 s in release, the paths of the other Compose tests).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest_checked build-asan -j2 \
-      -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.|Reuse\.(ExactLimits|DocumentFound|SchemesRun|SelectionIsOnceOverAChunkedPrompt$)|Relay\.(ExactLimit|Influence|Rotated)|Lragent\.(OneAgent|ExactLimits)|FidelityBench\.'
+      -E 'ServingExact\.(Fifty|EachRequest)|SharingExact\.|Reuse\.(ExactLimits|DocumentFound|SchemesRun|SelectionIsOnceOverAChunkedPrompt$)|Relay\.(ExactLimit|Influence|Rotated)|Lragent\.(OneAgent|ExactLimits)|FidelityBench\.|Compose\.AtItsDefaults'
   done_stage "asan ctest"
 
   if [ -f fuzz/CMakeLists.txt ]; then
