@@ -38,14 +38,8 @@ class Compose : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("agentkv_compose_" + std::to_string(::getpid()));
     invocation_ = lm->tokenizer->encode("<|im_start|>assistant\nVerdict:", false, true);
     ASSERT_FALSE(invocation_.empty());
-    const std::pair<const char*, uint64_t> adapters[] = {{"alora", 13}, {"icarus_1", 21}, {"icarus_2", 22}};
-    for (const auto& [name, seed] : adapters) {
-      SynthAdapterConfig c;
-      c.seed = seed;
-      if (std::string(name) == "alora") c.invocation_tokens = invocation_;
-      auto r = synth_adapter_write(c, *lm->model, (dir_ / name).string());
-      ASSERT_TRUE(r.is_ok()) << name << ": " << r.status().message();
-    }
+    write_synth_adapters(*lm->model, dir_.string(), {{"alora", 13}, {"icarus_1", 21}, {"icarus_2", 22}},
+                         invocation_);
   }
   static void TearDownTestSuite() {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);

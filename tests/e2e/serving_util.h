@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "adapter/synth_adapter.h"
 #include "agentkv/serving.h"
 #include "source_dir.h"
 
@@ -118,6 +119,21 @@ inline std::vector<Outcome> serve_all(ServingEngine& eng, const std::vector<std:
 // order per row whatever the Step's row count, its other rows and the thread
 // count (backend/cpu/dot_tile.h), so two runs of the same request compare
 // equal, tokens and logprobs, with no tolerance.
+// Random PEFT adapters written by `agentkv synth-adapter`'s code into dir,
+// one per (name, seed): every module's delta is ~3% of the base projection's
+// output. The one named "alora" carries the invocation tokens (an aLoRA).
+inline void write_synth_adapters(const Model& model, const std::string& dir,
+                                 std::initializer_list<std::pair<const char*, uint64_t>> adapters,
+                                 const std::vector<int32_t>& invocation) {
+  for (const auto& [name, seed] : adapters) {
+    SynthAdapterConfig c;
+    c.seed = seed;
+    if (std::string(name) == "alora") c.invocation_tokens = invocation;
+    auto r = synth_adapter_write(c, model, dir + "/" + name);
+    ASSERT_TRUE(r.is_ok()) << name << ": " << r.status().message();
+  }
+}
+
 inline void expect_same(const Outcome& a, const Outcome& b, const std::string& what) {
   ASSERT_EQ(a.tokens, b.tokens) << what;
   ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;

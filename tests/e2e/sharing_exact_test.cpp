@@ -35,18 +35,15 @@ class SharingExact : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("agentkv_sharing_" + std::to_string(::getpid()));
     invocation_ = lm->tokenizer->encode("<|im_start|>assistant\nVerdict:", false, true);
     ASSERT_FALSE(invocation_.empty());
-    // Random PEFT adapters written by `agentkv synth-adapter`'s code: every
-    // module's delta is ~3% of the base projection's output.
-    const std::pair<const char*, uint64_t> adapters[] = {
-        {"lora_x", 11}, {"lora_y", 12}, {"alora", 13}, {"icarus_1", 21}, {"icarus_2", 22}, {"icarus_3", 23}, {"icarus_4", 24},
-    };
-    for (const auto& [name, seed] : adapters) {
-      SynthAdapterConfig c;
-      c.seed = seed;
-      if (std::string(name) == "alora") c.invocation_tokens = invocation_;
-      auto r = synth_adapter_write(c, *lm->model, (dir_ / name).string());
-      ASSERT_TRUE(r.is_ok()) << name << ": " << r.status().message();
-    }
+    write_synth_adapters(*lm->model, dir_.string(),
+                         {{"lora_x", 11},
+                          {"lora_y", 12},
+                          {"alora", 13},
+                          {"icarus_1", 21},
+                          {"icarus_2", 22},
+                          {"icarus_3", 23},
+                          {"icarus_4", 24}},
+                         invocation_);
     tokenizer_ = std::move(lm->tokenizer);
   }
   static void TearDownTestSuite() {
