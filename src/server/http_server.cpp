@@ -486,7 +486,9 @@ void HttpServer::sync_model_counters(const ServingEngine& engine, const ServingS
     metrics_.model_cached_tokens(model);
     metrics_.model_completion_tokens(model);
   }
-  for (const char* scheme : sharing_scheme_names()) {
+  std::vector<const char*> schemes(sharing_scheme_names().begin(), sharing_scheme_names().end());
+  schemes.insert(schemes.end(), sharing_composed_names().begin(), sharing_composed_names().end());
+  for (const char* scheme : schemes) {
     metrics_.scheme_prompt_tokens(scheme);
     metrics_.scheme_cached_tokens(scheme);
     metrics_.scheme_reused_tokens(scheme);
