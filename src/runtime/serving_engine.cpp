@@ -35,7 +35,7 @@ std::vector<std::optional<std::string>> ServingEngineImpl::lineage_readers(const
   return out;
 }
 
-Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
+Status ServingEngineImpl::check_request(const ServeRequest& req) const {
   if (req.prompt.empty()) return make_error(ErrorCode::kInvalidArgument, "the prompt is empty");
   for (int32_t t : req.prompt) {
     if (t < 0 || t >= model_->spec.n_vocab) {
@@ -61,6 +61,11 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     return make_error(ErrorCode::kOutOfRange, "the prompt needs ", blocks_needed, " KV blocks but the pool has ",
                       kv_->pool().n_blocks(), "; raise --kv-cache-mb");
   }
+  return Status::ok();
+}
+
+Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
+  AKV_RETURN_IF_ERROR(check_request(req));
   std::shared_ptr<const Adapter> adapter;
   if (!req.adapter.empty()) {
     adapter = adapters_.find(req.adapter);
@@ -193,6 +198,74 @@ void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<Serv
   cancel_all_ = false;
 }
 
+void ServingEngineImpl::admit(Pending& p) {
+  auto r = std::make_unique<SchedRequest>();
+  r->id = p.id;
+  r->tokens = p.req.prompt;
+  r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
+  r->base_keys.tenant = p.req.tenant;
+  r->base_keys.cache_salt = p.req.cache_salt;
+  r->keys = r->base_keys;
+  r->read_cache = p.req.prompt_logprobs < 0;
+  r->one_per_step_from = p.req.one_per_step_from;
+  r->background = p.req.background;
+  const int32_t from = p.sharing.lineage_from;
+  if (from != kNever) {
+    r->keys.lineage = p.adapter->id;
+    r->lineage_block = from / opts_.block_size;  // blocks ending at or before `from`
+  }
+  if (!p.sharing.shared_lineage.empty()) {
+    // Adapter ids are hex, so a "shared:" tag never aliases one.
+    r->keys.lineage = "shared:" + p.sharing.shared_lineage;
+    r->lineage_block = 0;
+  }
+  if (!p.sharing.lr_lineage.empty()) {
+    r->lr = true;
+    r->lr_keys = r->base_keys;
+    r->lr_keys.lineage = p.sharing.lr_lineage;
+  }
+  auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
+  (void)fresh_live;
+  it->second.id = p.id;
+  it->second.adapter = std::move(p.adapter);
+  it->second.sharing = p.sharing;
+  it->second.sharing.adapter = it->second.adapter.get();
+  it->second.model = p.req.adapter;
+  it->second.planner = std::move(p.planner);
+  it->second.min_segment = p.min_segment;
+  it->second.capture = p.capture;
+  // An agent back from a tool: its turn goes ahead while its blocks are protected.
+  r->priority = !it->second.session_key.empty() && kv_->sessions().contains(it->second.session_key);
+  if (!remote_lookup(r)) sched_->add(std::move(r));
+}
+
+void ServingEngineImpl::settle(const SchedulerOutput& out) {
+  // A preempted request recomputes from scratch, exactly: its deferred
+  // rows' state goes with its blocks.
+  for (RequestId id : out.preempted) {
+    if (auto it = live_.find(id); it != live_.end()) release_defer(it->second);
+  }
+  for (RequestId id : out.dropped) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    release_defer(it->second);
+    ServeEvent ev;
+    ev.error = "dropped: a background request gives its KV blocks to others first";
+    finish(id, ServeFinish::kError, std::move(ev));
+  }
+  for (RequestId id : out.aborted) {
+    ServeEvent ev;
+    auto it = live_.find(id);
+    if (it != live_.end() && it->second.n_generated > 0) {
+      finish(id, ServeFinish::kLength);
+    } else {
+      ev.error = "the request does not fit in the KV cache (" + std::to_string(kv_->pool().n_blocks()) +
+                 " blocks of " + std::to_string(opts_.block_size) + " tokens); raise --kv-cache-mb";
+      finish(id, ServeFinish::kError, std::move(ev));
+    }
+  }
+}
+
 void ServingEngineImpl::loop() {
   std::vector<Pending> fresh;
   std::vector<ServeId> cancels;
@@ -205,46 +278,7 @@ void ServingEngineImpl::loop() {
     flush_kv_events();  // segments created or deleted
     kv_->sessions().expire(clock_seconds());
     if (lr_kv_) lr_kv_->sessions().expire(clock_seconds());
-    for (Pending& p : fresh) {
-      auto r = std::make_unique<SchedRequest>();
-      r->id = p.id;
-      r->tokens = p.req.prompt;
-      r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
-      r->base_keys.tenant = p.req.tenant;
-      r->base_keys.cache_salt = p.req.cache_salt;
-      r->keys = r->base_keys;
-      r->read_cache = p.req.prompt_logprobs < 0;
-      r->one_per_step_from = p.req.one_per_step_from;
-      r->background = p.req.background;
-      const int32_t from = p.sharing.lineage_from;
-      if (from != kNever) {
-        r->keys.lineage = p.adapter->id;
-        r->lineage_block = from / opts_.block_size;  // blocks ending at or before `from`
-      }
-      if (!p.sharing.shared_lineage.empty()) {
-        // Adapter ids are hex, so a "shared:" tag never aliases one.
-        r->keys.lineage = "shared:" + p.sharing.shared_lineage;
-        r->lineage_block = 0;
-      }
-      if (!p.sharing.lr_lineage.empty()) {
-        r->lr = true;
-        r->lr_keys = r->base_keys;
-        r->lr_keys.lineage = p.sharing.lr_lineage;
-      }
-      auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
-      (void)fresh_live;
-      it->second.id = p.id;
-      it->second.adapter = std::move(p.adapter);
-      it->second.sharing = p.sharing;
-      it->second.sharing.adapter = it->second.adapter.get();
-      it->second.model = p.req.adapter;
-      it->second.planner = std::move(p.planner);
-      it->second.min_segment = p.min_segment;
-      it->second.capture = p.capture;
-      // An agent back from a tool: its turn goes ahead while its blocks are protected.
-      r->priority = !it->second.session_key.empty() && kv_->sessions().contains(it->second.session_key);
-      if (!remote_lookup(r)) sched_->add(std::move(r));
-    }
+    for (Pending& p : fresh) admit(p);
     remote_poll();
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
     if (cancel_all) {
@@ -261,30 +295,7 @@ void ServingEngineImpl::loop() {
       continue;
     }
     SchedulerOutput out = sched_->schedule();
-    // A preempted request recomputes from scratch, exactly: its deferred
-    // rows' state goes with its blocks.
-    for (RequestId id : out.preempted) {
-      if (auto it = live_.find(id); it != live_.end()) release_defer(it->second);
-    }
-    for (RequestId id : out.dropped) {
-      auto it = live_.find(id);
-      if (it == live_.end()) continue;
-      release_defer(it->second);
-      ServeEvent ev;
-      ev.error = "dropped: a background request gives its KV blocks to others first";
-      finish(id, ServeFinish::kError, std::move(ev));
-    }
-    for (RequestId id : out.aborted) {
-      ServeEvent ev;
-      auto it = live_.find(id);
-      if (it != live_.end() && it->second.n_generated > 0) {
-        finish(id, ServeFinish::kLength);
-      } else {
-        ev.error = "the request does not fit in the KV cache (" + std::to_string(kv_->pool().n_blocks()) +
-                   " blocks of " + std::to_string(opts_.block_size) + " tokens); raise --kv-cache-mb";
-        finish(id, ServeFinish::kError, std::move(ev));
-      }
-    }
+    settle(out);
     if (!out.seqs.empty()) {
       const Clock::time_point t0 = Clock::now();
       run_step(out);
@@ -312,12 +323,8 @@ void ServingEngineImpl::mark_scheduled(ServeId id, Live& l) {
   --n_queued_;
 }
 
-void ServingEngineImpl::run_step(const SchedulerOutput& out) {
-  Step step;
-  std::vector<LogitRow> logit_rows;  // the rows with logits, in row order (the runner's output order)
-  std::vector<const char*> seq_scheme;  // per Step sequence: its scheme (metrics)
-  std::vector<Live*> seq_live;          // per Step sequence: its request, when the chunk is prompt
-  std::vector<Live*> seq_req;           // per Step sequence: its request
+void ServingEngineImpl::plan_step(const SchedulerOutput& out, StepPlan* plan) {
+  Step& step = plan->step;
   for (const ScheduledSeq& s : out.seqs) {
     SchedRequest* r = s.req;
     auto it = live_.find(r->id);
@@ -338,33 +345,34 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
       l.planner.reset();
       release_defer(l);
     }
-    seq_req.push_back(&l);
+    plan->seq_req.push_back(&l);
+    plan->seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
     if (s.n == 0 && s.work > 0) {
       // Rows kept above a whole-prompt selection, in a share of their own.
-      seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
-      seq_live.push_back(&l);
-      plan_resume(s, l, adapter_index, &step, &logit_rows);
-      continue;
-    }
-    if (l.planner && s.begin < l.n_prompt) {
-      seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
-      seq_live.push_back(&l);
+      plan->seq_live.push_back(&l);
+      plan_resume(s, l, adapter_index, &step, &plan->logit_rows);
+    } else if (l.planner && s.begin < l.n_prompt) {
+      plan->seq_live.push_back(&l);
       plan_reuse(s, l, adapter_index, &step);
       const StepSeq& added = step.seqs.back();
       for (int32_t i = added.row_begin; i < added.row_end; ++i) {
-        if (step.rows[i].logits) logit_rows.push_back({r->id, -1});
+        if (step.rows[i].logits) plan->logit_rows.push_back({r->id, -1});
       }
-      continue;
+    } else {
+      plan->seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
+      plan_rows(s, l, adapter_index, &step, &plan->logit_rows);
     }
-    seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
-    seq_live.push_back(s.begin < l.n_prompt ? &l : nullptr);
-    plan_rows(s, l, adapter_index, &step, &logit_rows);
   }
   if (!step.seq_lr.empty()) step.seq_lr.resize(step.seqs.size());
+}
+
+void ServingEngineImpl::run_step(const SchedulerOutput& out) {
+  StepPlan plan;
+  plan_step(out, &plan);
   // The grammar masks of the rows sampled this step, on the mask worker
   // while the forward pass runs.
   std::vector<Live*> masked;
-  for (const LogitRow& lr : logit_rows) {
+  for (const LogitRow& lr : plan.logit_rows) {
     if (lr.prompt_pos >= 0) continue;
     auto it = live_.find(lr.id);
     if (it != live_.end() && it->second.matcher && static_cast<size_t>(it->second.n_generated) >= it->second.forced.size()) {
@@ -376,7 +384,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   });
   StepOutput so;
   so.logits.swap(logits_);
-  Status st = runner_->execute(step, &so);
+  Status st = runner_->execute(plan.step, &so);
   logits_.swap(so.logits);
   if (!masked.empty()) mask_worker_.wait();
   if (!st.is_ok()) {
@@ -387,32 +395,38 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
     }
     return;
   }
+  after_step(out, plan, so);
+}
+
+void ServingEngineImpl::after_step(const SchedulerOutput& out, const StepPlan& plan, const StepOutput& so) {
+  const std::vector<Live*>& seq_req = plan.seq_req;
   const bool deferred = std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer_step; });
-  if (influence_ || ds_hidden_ || deferred) store_captures(step, so, seq_req);
+  if (influence_ || ds_hidden_ || deferred) store_captures(plan.step, so, seq_req);
   for (size_t i = 0; i < seq_req.size(); ++i) {
     if (seq_req[i]->split_step) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
   }
-  store_owners(step, seq_req);
+  store_owners(plan.step, seq_req);
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.steps;
     stats_.max_step_token_layers = std::max(stats_.max_step_token_layers, so.row_layers);
-    for (size_t i = 0; i < seq_scheme.size() && i < so.seq_row_layers.size(); ++i) {
-      if (seq_scheme[i] != nullptr)
-        stats_.computed_token_layers_by_scheme[seq_scheme[i]] += so.seq_row_layers[i];
+    for (size_t i = 0; i < plan.seq_scheme.size() && i < so.seq_row_layers.size(); ++i) {
+      if (plan.seq_scheme[i] != nullptr)
+        stats_.computed_token_layers_by_scheme[plan.seq_scheme[i]] += so.seq_row_layers[i];
     }
   }
-  for (size_t i = 0; i < seq_live.size() && i < so.seq_row_layers.size(); ++i) {
-    if (seq_live[i] != nullptr) seq_live[i]->prefill_token_layers += so.seq_row_layers[i];
+  for (size_t i = 0; i < plan.seq_live.size() && i < so.seq_row_layers.size(); ++i) {
+    if (plan.seq_live[i] != nullptr) plan.seq_live[i]->prefill_token_layers += so.seq_row_layers[i];
   }
   const int64_t n_vocab = model_->spec.n_vocab;
-  for (size_t j = 0; j < logit_rows.size(); ++j) {
+  for (size_t j = 0; j < plan.logit_rows.size(); ++j) {
+    const LogitRow& lr = plan.logit_rows[j];
     const std::span<const float> row{logits_.data() + static_cast<int64_t>(j) * n_vocab, static_cast<size_t>(n_vocab)};
-    if (logit_rows[j].prompt_pos >= 0) {
-      on_prompt_logits(logit_rows[j].id, logit_rows[j].prompt_pos, row);
+    if (lr.prompt_pos >= 0) {
+      on_prompt_logits(lr.id, lr.prompt_pos, row);
     } else {
-      on_logits(logit_rows[j].id, row);
+      on_logits(lr.id, row);
     }
   }
 }

@@ -7,7 +7,7 @@
 
 namespace agentkv {
 
-Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const ServingOptions& opts) {
+Status ServingEngineImpl::check_options(const ServingOptions& opts) {
   if (opts.n_threads < 1) return make_error(ErrorCode::kInvalidArgument, "--threads must be >= 1");
   if (opts.block_size < 1 || opts.block_size > 1024) {
     return make_error(ErrorCode::kInvalidArgument, "--block-size must be in [1, 1024]");
@@ -18,41 +18,31 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (opts.max_queue < 0) return make_error(ErrorCode::kInvalidArgument, "--max-queue must be >= 0");
   if (opts.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "--max-model-len must be >= 0");
   if (opts.kv_cache_mb < 1) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb must be >= 1");
+  return Status::ok();
+}
 
-  const Result<const SharingScheme*> found = sharing_scheme_find(opts.kv_sharing);
-  if (!found.is_ok()) return found.status().with_context("--kv-sharing");
-  const SharingScheme* scheme = *found;
-
-  std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
-  e->opts_ = opts;
-  e->default_scheme_ = scheme;
-  AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(opts.model_path, opts.n_threads));
-  e->model_ = std::move(lm.model);
-  e->tokenizer_ = std::move(lm.tokenizer);
-  const ModelSpec& s = e->model_->spec;
-  const int32_t trained = s.n_ctx_train > 0 ? s.n_ctx_train : 4096;
-  e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
-
-  if (opts.relay_capture != "off" && opts.relay_capture != "on-request" && opts.relay_capture != "all") {
+Status ServingEngineImpl::apply_profiles() {
+  const ModelSpec& s = model_->spec;
+  if (opts_.relay_capture != "off" && opts_.relay_capture != "on-request" && opts_.relay_capture != "all") {
     return make_error(ErrorCode::kInvalidArgument, "--relay-capture must be off, on-request or all; got '",
-                      opts.relay_capture, "'");
+                      opts_.relay_capture, "'");
   }
-  if (!opts.relay_profile.empty()) {
-    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
-    AKV_ASSIGN_OR_RETURN(RelayProfile rp, load_relay_profile(opts.relay_profile, model_id, s.n_layers));
-    KvSharingParams& d = e->opts_.kv_sharing_params;
+  if (!opts_.relay_profile.empty()) {
+    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts_.model_path));
+    AKV_ASSIGN_OR_RETURN(RelayProfile rp, load_relay_profile(opts_.relay_profile, model_id, s.n_layers));
+    KvSharingParams& d = opts_.kv_sharing_params;
     if (!d.l_start) d.l_start = rp.l_start;
     if (!d.l_det) d.l_det = rp.l_det;
     if (!d.l_end) d.l_end = rp.l_end;
   }
-  if (!opts.droidspeak_profile.empty() && !e->opts_.kv_sharing_params.critical_layers) {
-    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
+  if (!opts_.droidspeak_profile.empty() && !opts_.kv_sharing_params.critical_layers) {
+    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts_.model_path));
     AKV_ASSIGN_OR_RETURN(DroidspeakProfile dp,
-                         load_droidspeak_profile(opts.droidspeak_profile, model_id, s.n_layers));
-    e->opts_.kv_sharing_params.critical_layers = dp.critical_layers;
+                         load_droidspeak_profile(opts_.droidspeak_profile, model_id, s.n_layers));
+    opts_.kv_sharing_params.critical_layers = dp.critical_layers;
   }
   {
-    const KvSharingParams& d = e->opts_.kv_sharing_params;
+    const KvSharingParams& d = opts_.kv_sharing_params;
     if (d.l_start || d.l_det || d.l_end) {
       // Only relay's own fields: the other schemes' defaults sit beside them.
       KvSharingParams only;
@@ -76,89 +66,119 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     }
     // Snapshots are kept at the server's l_start; a request asking for
     // another one resumes from layer 0.
-    if (opts.relay_snapshots && opts.relay_capture != "off" && d.l_start && *d.l_start > 0) {
-      e->capture_layer_ = *d.l_start;
+    if (opts_.relay_snapshots && opts_.relay_capture != "off" && d.l_start && *d.l_start > 0) {
+      capture_layer_ = *d.l_start;
     }
     // DroidSpeak's: the hidden state entering the server's first critical
     // layer, so its recompute rows start there.
-    if (opts.droidspeak_snapshots && d.critical_layers && !d.critical_layers->empty()) {
+    if (opts_.droidspeak_snapshots && d.critical_layers && !d.critical_layers->empty()) {
       const int32_t first = *std::min_element(d.critical_layers->begin(), d.critical_layers->end());
-      if (first > 0) e->ds_layer_ = first;
+      if (first > 0) ds_layer_ = first;
     }
   }
-  const bool components = opts.relay_capture != "off";
-  const bool hidden = components && e->capture_layer_ > 0;
-  e->capture_all_ = opts.relay_capture == "all";
+  return Status::ok();
+}
+
+Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
+  const ModelSpec& s = model_->spec;
+  const bool components = opts_.relay_capture != "off";
+  const bool hidden = components && capture_layer_ > 0;
+  capture_all_ = opts_.relay_capture == "all";
+  KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts_.block_size, kv_dtype};
+  // Per block: K/V, plus the relay components where they are kept.
+  const int64_t component_bytes =
+      (components ? int64_t{opts_.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +
+      (hidden ? int64_t{opts_.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
+              : 0);
+  // DroidSpeak's owner tag of each slot, and its hidden-state snapshot.
+  const int64_t owner_bytes =
+      int64_t{opts_.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) +
+      (ds_layer_ > 0
+           ? int64_t{opts_.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
+           : 0);
+  if (opts_.lr_cache_rank < 0 || opts_.lr_cache_rank > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
+  }
+  const LrGeometry lg{s.n_layers, opts_.block_size, opts_.lr_cache_rank, kv_dtype};
+  const int64_t lr_bytes = opts_.lr_cache_rank > 0 ? kLrBlocksPerKvBlock * lg.block_bytes() : 0;
+  const int64_t block_bytes = g.block_bytes() + component_bytes + owner_bytes + lr_bytes;
+  const int64_t n_blocks = opts_.kv_cache_tokens > 0
+                               ? (opts_.kv_cache_tokens + opts_.block_size - 1) / opts_.block_size
+                               : opts_.kv_cache_mb * (int64_t{1} << 20) / block_bytes;
+  if (n_blocks < 1) {
+    return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb ", opts_.kv_cache_mb,
+                      " holds no KV block (one block is ", block_bytes, " bytes); raise it");
+  }
+  if (n_blocks > (int64_t{1} << 30))
+    return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
+  AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
+  storage_ = std::make_unique<KvStorage>(std::move(storage));
+  kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts_.block_size);
+  {
+    AKV_ASSIGN_OR_RETURN(KvComponent o, KvComponent::create(n_blocks, opts_.block_size, 1));
+    owner_ = std::make_unique<KvComponent>(std::move(o));
+  }
+  if (ds_layer_ > 0) {
+    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts_.block_size, s.d_model));
+    ds_hidden_ = std::make_unique<KvComponent>(std::move(h));
+  }
+  if (opts_.lr_cache_rank > 0) {
+    const int64_t n_lr = n_blocks * kLrBlocksPerKvBlock;
+    if (n_lr > (int64_t{1} << 30))
+      return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
+    AKV_ASSIGN_OR_RETURN(LrStorage lr, LrStorage::create(lg, n_lr));
+    lr_storage_ = std::make_unique<LrStorage>(std::move(lr));
+    lr_kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_lr), opts_.block_size);
+  }
+  if (components) {
+    AKV_ASSIGN_OR_RETURN(KvComponent inf, KvComponent::create(n_blocks, opts_.block_size, 1));
+    influence_ = std::make_unique<KvComponent>(std::move(inf));
+  }
+  if (hidden) {
+    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts_.block_size, s.d_model));
+    hidden_ = std::make_unique<KvComponent>(std::move(h));
+  }
+  if (!(opts_.segment_watermark > 0 && opts_.segment_watermark <= 1)) {
+    return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
+  }
+  kv_->set_frozen_watermark(opts_.segment_watermark);
+  kv_->sessions().set_share(opts_.session_share);
+  if (lr_kv_) lr_kv_->sessions().set_share(opts_.session_share);
+  defer_ = std::make_unique<KvScratch>(kv_.get(), storage_.get(), s.d_model);
+  stats_.kv_bytes_per_block = block_bytes - lr_bytes;
+  stats_.lr_bytes_per_block = opts_.lr_cache_rank > 0 ? lg.block_bytes() : 0;
+  return Status::ok();
+}
+
+Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const ServingOptions& opts) {
+  AKV_RETURN_IF_ERROR(check_options(opts));
+
+  const Result<const SharingScheme*> found = sharing_scheme_find(opts.kv_sharing);
+  if (!found.is_ok()) return found.status().with_context("--kv-sharing");
+  const SharingScheme* scheme = *found;
+
+  std::unique_ptr<ServingEngineImpl> e(new ServingEngineImpl());
+  e->opts_ = opts;
+  e->default_scheme_ = scheme;
+  AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(opts.model_path, opts.n_threads));
+  e->model_ = std::move(lm.model);
+  e->tokenizer_ = std::move(lm.tokenizer);
+  const ModelSpec& s = e->model_->spec;
+  const int32_t trained = s.n_ctx_train > 0 ? s.n_ctx_train : 4096;
+  e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
+
+  AKV_RETURN_IF_ERROR(e->apply_profiles());
   const std::optional<KvDType> kv_dtype = kv_dtype_parse(opts.kv_dtype);
   if (!kv_dtype) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-dtype '", opts.kv_dtype,
                       "' is not one of f16, bf16, f32");
   }
   const std::optional<ActQuant> act_quant = act_quant_parse(opts.act_quant);
-  if (!act_quant)
+  if (!act_quant) {
     return make_error(ErrorCode::kInvalidArgument, "--act-quant '", opts.act_quant,
                       "' is not one of f32, q8");
-  KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts.block_size, *kv_dtype};
-  // Per block: K/V, plus the relay components where they are kept.
-  const int64_t component_bytes =
-      (components ? int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +
-      (hidden ? int64_t{opts.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
-              : 0);
-  // DroidSpeak's owner tag of each slot, and its hidden-state snapshot.
-  const int64_t owner_bytes =
-      int64_t{opts.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) +
-      (e->ds_layer_ > 0
-           ? int64_t{opts.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
-           : 0);
-  if (opts.lr_cache_rank < 0 || opts.lr_cache_rank > 1024) {
-    return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
   }
-  const LrGeometry lg{s.n_layers, opts.block_size, opts.lr_cache_rank, *kv_dtype};
-  const int64_t lr_bytes = opts.lr_cache_rank > 0 ? kLrBlocksPerKvBlock * lg.block_bytes() : 0;
-  const int64_t block_bytes = g.block_bytes() + component_bytes + owner_bytes + lr_bytes;
-  const int64_t n_blocks = opts.kv_cache_tokens > 0
-                               ? (opts.kv_cache_tokens + opts.block_size - 1) / opts.block_size
-                               : opts.kv_cache_mb * (int64_t{1} << 20) / block_bytes;
-  if (n_blocks < 1) {
-    return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb ", opts.kv_cache_mb,
-                      " holds no KV block (one block is ", block_bytes, " bytes); raise it");
-  }
-  if (n_blocks > (int64_t{1} << 30))
-    return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
-  AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
-  e->storage_ = std::make_unique<KvStorage>(std::move(storage));
-  e->kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts.block_size);
-  {
-    AKV_ASSIGN_OR_RETURN(KvComponent o, KvComponent::create(n_blocks, opts.block_size, 1));
-    e->owner_ = std::make_unique<KvComponent>(std::move(o));
-  }
-  if (e->ds_layer_ > 0) {
-    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts.block_size, s.d_model));
-    e->ds_hidden_ = std::make_unique<KvComponent>(std::move(h));
-  }
-  if (opts.lr_cache_rank > 0) {
-    const int64_t n_lr = n_blocks * kLrBlocksPerKvBlock;
-    if (n_lr > (int64_t{1} << 30))
-      return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
-    AKV_ASSIGN_OR_RETURN(LrStorage lr, LrStorage::create(lg, n_lr));
-    e->lr_storage_ = std::make_unique<LrStorage>(std::move(lr));
-    e->lr_kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_lr), opts.block_size);
-  }
-  if (components) {
-    AKV_ASSIGN_OR_RETURN(KvComponent inf, KvComponent::create(n_blocks, opts.block_size, 1));
-    e->influence_ = std::make_unique<KvComponent>(std::move(inf));
-  }
-  if (hidden) {
-    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts.block_size, s.d_model));
-    e->hidden_ = std::make_unique<KvComponent>(std::move(h));
-  }
-  if (!(opts.segment_watermark > 0 && opts.segment_watermark <= 1)) {
-    return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
-  }
-  e->kv_->set_frozen_watermark(opts.segment_watermark);
-  e->kv_->sessions().set_share(opts.session_share);
-  if (e->lr_kv_) e->lr_kv_->sessions().set_share(opts.session_share);
-  e->defer_ = std::make_unique<KvScratch>(e->kv_.get(), e->storage_.get(), s.d_model);
+  AKV_RETURN_IF_ERROR(e->allocate_kv(*kv_dtype));
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
   e->runner_->set_lr_storage(e->lr_storage_.get(), opts.flash_lora);
@@ -169,8 +189,6 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   sc.background_rows = opts.background_rows;
   if (!opts.session_priority) sc.priority_streak = 0;
   e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc, e->lr_kv_.get());
-  e->stats_.kv_bytes_per_block = block_bytes - lr_bytes;
-  e->stats_.lr_bytes_per_block = opts.lr_cache_rank > 0 ? lg.block_bytes() : 0;
   for (const ServingOptions::AdapterSpec& a : opts.adapters) {
     AKV_RETURN_IF_ERROR(e->load_adapter(a.name, a.path, a.kind).with_context("--adapter " + a.name));
   }
@@ -184,6 +202,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   }
   if (opts.kv_remote) {
     AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
+    const KvGeometry& g = e->storage_->geometry();
     e->remote_model_tag_ =
         remote_model_tag(model_id, g.n_layers, g.kv_heads, g.head_dim, g.block_size, opts.kv_dtype);
     e->remote_recorder_ = e->make_remote_recorder();

@@ -167,6 +167,18 @@ struct LogitRow {
   int32_t prompt_pos;  // >= 0: scores prompt token prompt_pos + 1; -1: the row to sample from
 };
 
+// One step as the engine plans it: the runner's Step, the rows with logits
+// in row order (the runner's output order), and per Step sequence its
+// scheme (metrics; null for background requests), its request when the
+// chunk is prompt (prefill counts), and its request.
+struct StepPlan {
+  Step step;
+  std::vector<LogitRow> logit_rows;
+  std::vector<const char*> seq_scheme;
+  std::vector<Live*> seq_live;
+  std::vector<Live*> seq_req;
+};
+
 }  // namespace serving_detail
 
 using serving_detail::Clock;
@@ -175,6 +187,7 @@ using serving_detail::Live;
 using serving_detail::LogitRow;
 using serving_detail::Pending;
 using serving_detail::seconds;
+using serving_detail::StepPlan;
 
 class ServingEngineImpl final : public ServingEngine {
  public:
@@ -199,14 +212,46 @@ class ServingEngineImpl final : public ServingEngine {
 
  private:
   ServingEngineImpl() = default;
+  // create()'s parts: the options' ranges; the relay and DroidSpeak
+  // profiles' defaults (checked) and the layers snapshots are kept at; the
+  // KV pool, its components and the LR cache sized from one memory budget.
+  static Status check_options(const ServingOptions& opts);
+  Status apply_profiles();
+  Status allocate_kv(KvDType kv_dtype);
   void loop();
+  // submit()'s checks of the request itself: tokens in the vocabulary,
+  // sampling parameters, and room for the prompt in the context and the pool.
+  Status check_request(const ServeRequest& req) const;
+  // A submitted request becomes the scheduler's (or waits on the remote tier).
+  void admit(Pending& p);
+  // What the schedule did to requests besides running them: preempted ones
+  // drop their deferred state; dropped and aborted ones finish.
+  void settle(const SchedulerOutput& out);
   void take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
   void run_step(const SchedulerOutput& out);
+  // run_step's parts: each scheduled chunk's rows (plan_rows, plan_reuse or
+  // plan_resume), and after the forward pass: captures, owners, stats, and
+  // the logits turned into tokens and events.
+  void plan_step(const SchedulerOutput& out, StepPlan* plan);
+  void after_step(const SchedulerOutput& out, const StepPlan& plan, const StepOutput& so);
   // Segment reuse for one scheduled chunk of a request with a planner: finds
   // the cached segments of its prompt (first chunk), queues the K/V copies
   // of the chunk's reused positions (a source gone since the lookup is
   // recomputed instead), and adds the planner's rows and hooks to the step.
   void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
+  // plan_reuse's parts: the lookup (once, at the first chunk); the chunk's
+  // copies and the captured state of its reused positions; what the planner
+  // sees of the planned range [cb, e); the rows it wants (returns each
+  // position's row, -1 for none); its hooks as LayerHooks; profilers' probes.
+  void lookup_segments(const ScheduledSeq& s, Live& l);
+  void queue_copies(Live& l, int32_t b, int32_t e, const std::vector<int32_t>& blocks, Step* step);
+  ReuseChunk reuse_chunk(const Live& l, int32_t cb, int32_t e) const;
+  std::vector<int32_t> add_reuse_rows(const ScheduledSeq& s, Live& l, int32_t cb, int32_t sel,
+                                      std::vector<ReuseRow>& want, int32_t adapter_index,
+                                      const std::vector<int32_t>& blocks, Step* step);
+  void add_reuse_hooks(Live& l, std::vector<ReuseHook> hooks, int32_t seq_index, int32_t cb, int32_t e,
+                       const std::vector<int32_t>& row_of, Step* step) const;
+  void add_kv_probes(Live& l, int32_t seq_index, Step* step) const;
   // The cached segments of a request's prompt after `from`, each position
   // looked up under the lineage its blocks carry (aLoRA: the base one before
   // its invocation).

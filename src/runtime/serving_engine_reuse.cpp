@@ -42,29 +42,27 @@ void ServingEngineImpl::add_decoder_row(const Live& l, int32_t adapter_index, St
   step->rows.push_back(decoder);
 }
 
-void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
+void ServingEngineImpl::lookup_segments(const ScheduledSeq& s, Live& l) {
+  if (l.reuse_looked_up) return;
+  // Once, at the first chunk: s.begin is where the exact prefix hit ends
+  // (prefix hits take precedence), so segments are looked for after it.
   SchedRequest* r = s.req;
-  const int32_t bs = opts_.block_size;
-  const int32_t n_prompt = l.n_prompt;
-  if (!l.reuse_looked_up) {
-    // Once, at the first chunk: s.begin is where the exact prefix hit ends
-    // (prefix hits take precedence), so segments are looked for after it.
-    l.reuse_looked_up = true;
-    l.reuse_preemptions = r->n_preemptions;
-    l.reused.assign(n_prompt, 0);
-    l.run_start.assign(n_prompt, -1);
-    l.hits = find_reuse_hits(l, *r, s.begin);
-    for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
-    // K/V from the first reused token on is approximate: never indexed.
-    if (!l.hits.empty()) {
-      r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
-      r->approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
-    }
+  l.reuse_looked_up = true;
+  l.reuse_preemptions = r->n_preemptions;
+  l.reused.assign(l.n_prompt, 0);
+  l.run_start.assign(l.n_prompt, -1);
+  l.hits = find_reuse_hits(l, *r, s.begin);
+  for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
+  // K/V from the first reused token on is approximate: never indexed.
+  if (!l.hits.empty()) {
+    r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
+    r->approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
   }
-  const int32_t b = s.begin, e = std::min(s.begin + s.n, n_prompt);
-  StepSeq q;
-  q.row_begin = static_cast<int32_t>(step->rows.size());
-  q.blocks = kv_->block_table(r->id);
+}
+
+void ServingEngineImpl::queue_copies(Live& l, int32_t b, int32_t e, const std::vector<int32_t>& blocks,
+                                     Step* step) {
+  const int32_t bs = opts_.block_size;
   // Copies for the chunk's reused positions. A source block evicted (or
   // re-allocated, this very step included) since the lookup is not copied:
   // its whole hit is recomputed.
@@ -77,7 +75,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     }
     for (int32_t p = lo; p < hi; ++p) {
       const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
-      const int64_t dst = int64_t{q.blocks[p / bs]} * bs + p % bs;
+      const int64_t dst = int64_t{blocks[p / bs]} * bs + p % bs;
       step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
       // The captured state travels with the K/V.
       if (hidden_) hidden_->copy(src, h.src.generation, dst, generation_of(dst));
@@ -89,52 +87,81 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   for (int32_t p = b; p < e; ++p) {
     l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
   }
-  auto slot_of = [&](int32_t p) { return int64_t{q.blocks[p / bs]} * bs + p % bs; };
-  if (influence_) {
-    l.has_hidden.resize(n_prompt, 0);
-    l.influence.resize(n_prompt, 0.0f);
-    for (int32_t p = b; p < e; ++p) {
-      if (!l.reused[p]) continue;
-      const int64_t slot = slot_of(p);
-      l.has_hidden[p] = hidden_ && !hidden_->read(slot, generation_of(slot)).empty();
-      const std::span<const float> inf = influence_->read(slot, generation_of(slot));
-      l.influence[p] = inf.empty() ? 0.0f : inf[0];
-    }
+  if (!influence_) return;
+  l.has_hidden.resize(l.n_prompt, 0);
+  l.influence.resize(l.n_prompt, 0.0f);
+  for (int32_t p = b; p < e; ++p) {
+    if (!l.reused[p]) continue;
+    const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
+    l.has_hidden[p] = hidden_ && !hidden_->read(slot, generation_of(slot)).empty();
+    const std::span<const float> inf = influence_->read(slot, generation_of(slot));
+    l.influence[p] = inf.empty() ? 0.0f : inf[0];
   }
-  const int32_t n_layers = model_->spec.n_layers;
-  const int64_t d_model = model_->spec.d_model;
-  // One selection over the whole prompt (ReusePlanner::whole_prompt_layer):
-  // the chunks before the last run up to its layer and wait.
-  const int32_t sel = whole_prompt_layer(l);
-  if (sel >= 0 && e < n_prompt && defer_chunk(s, l, sel, adapter_index, q, step)) return;
-  const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
+}
+
+ReuseChunk ServingEngineImpl::reuse_chunk(const Live& l, int32_t cb, int32_t e) const {
   ReuseChunk c;
   c.begin = cb;
   c.n = e - cb;
-  c.n_layers = n_layers;
-  c.n_prompt = n_prompt;
-  c.block_tokens = bs;
+  c.n_layers = model_->spec.n_layers;
+  c.n_prompt = l.n_prompt;
+  c.block_tokens = opts_.block_size;
   c.reused = std::span<const uint8_t>(l.reused.data() + cb, c.n);
   c.run_start = std::span<const int32_t>(l.run_start.data() + cb, c.n);
-  c.reused_after = e < n_prompt && l.reused[e];
+  c.reused_after = e < l.n_prompt && l.reused[e];
   if (influence_) {
     c.hidden_layer = hidden_ ? capture_layer_ : -1;
     c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + cb, c.n);
     c.influence = std::span<const float>(l.influence.data() + cb, c.n);
   }
+  return c;
+}
+
+void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
+  SchedRequest* r = s.req;
+  lookup_segments(s, l);
+  const int32_t b = s.begin, e = std::min(s.begin + s.n, l.n_prompt);
+  StepSeq q;
+  q.row_begin = static_cast<int32_t>(step->rows.size());
+  q.blocks = kv_->block_table(r->id);
+  queue_copies(l, b, e, q.blocks, step);
+  // One selection over the whole prompt (ReusePlanner::whole_prompt_layer):
+  // the chunks before the last run up to its layer and wait.
+  const int32_t sel = whole_prompt_layer(l);
+  if (sel >= 0 && e < l.n_prompt && defer_chunk(s, l, sel, adapter_index, q, step)) return;
+  const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
   std::vector<ReuseRow> want;
   std::vector<ReuseHook> hooks;
-  l.planner->plan_chunk(c, &want, &hooks);
+  l.planner->plan_chunk(reuse_chunk(l, cb, e), &want, &hooks);
+  const std::vector<int32_t> row_of = add_reuse_rows(s, l, cb, sel, want, adapter_index, q.blocks, step);
+  q.row_end = static_cast<int32_t>(step->rows.size());
+  const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
+  step->seqs.push_back(std::move(q));
+  // Rows of earlier chunks too: the step may be too large for the budget.
+  int32_t last_hook = -1;
+  for (const ReuseHook& h : hooks) last_hook = std::max(last_hook, h.layer);
+  if (cb < b && last_hook >= 0) split_rows(l, r, q.row_begin, last_hook, step);
+  if (cb < b && !l.split_step) release_defer(l);
+  add_reuse_hooks(l, std::move(hooks), seq_index, cb, e, row_of, step);
+  if (l.kv_probe) add_kv_probes(l, seq_index, step);
+}
+
+std::vector<int32_t> ServingEngineImpl::add_reuse_rows(const ScheduledSeq& s, Live& l, int32_t cb,
+                                                       int32_t sel, std::vector<ReuseRow>& want,
+                                                       int32_t adapter_index,
+                                                       const std::vector<int32_t>& blocks, Step* step) {
+  const int32_t b = s.begin, e = std::min(s.begin + s.n, l.n_prompt);
+  const int64_t d_model = model_->spec.d_model;
   // Rows in position order: every position not reused runs every layer; a
   // reused one runs where the planner wants it.
-  std::vector<int32_t> row_of(c.n, -1);
+  std::vector<int32_t> row_of(e - cb, -1);
   size_t w = 0;
   std::sort(want.begin(), want.end(), [](const ReuseRow& x, const ReuseRow& y) { return x.pos < y.pos; });
   for (int32_t p = cb; p < e; ++p) {
     while (w < want.size() && want[w].pos < p) ++w;
     const bool planned = w < want.size() && want[w].pos == p;
     if (l.reused[p] && !planned) continue;
-    TokenRow row = prompt_row(l, *r, q.blocks, p, adapter_index);
+    TokenRow row = prompt_row(l, *s.req, blocks, p, adapter_index);
     row.logits = s.sample && p == e - 1;
     if (p < b) {
       // An earlier chunk ran it up to the selection layer: it resumes there
@@ -153,7 +180,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
       if (from > 0 && from == capture_layer_ && hidden_ && l.has_hidden[p]) {
         const std::span<const float> h = hidden_->read(row.slot, generation_of(row.slot));
         row.layer_begin = from;
-        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / model_->spec.d_model);
+        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_model);
         step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
       }
     } else {
@@ -163,14 +190,11 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     step->rows.push_back(row);
     add_decoder_row(l, adapter_index, step);
   }
-  q.row_end = static_cast<int32_t>(step->rows.size());
-  const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
-  step->seqs.push_back(std::move(q));
-  // Rows of earlier chunks too: the step may be too large for the budget.
-  int32_t last_hook = -1;
-  for (const ReuseHook& h : hooks) last_hook = std::max(last_hook, h.layer);
-  if (cb < b && last_hook >= 0) split_rows(l, r, q.row_begin, last_hook, step);
-  if (cb < b && !l.split_step) release_defer(l);
+  return row_of;
+}
+
+void ServingEngineImpl::add_reuse_hooks(Live& l, std::vector<ReuseHook> hooks, int32_t seq_index, int32_t cb,
+                                        int32_t e, const std::vector<int32_t>& row_of, Step* step) const {
   for (ReuseHook& h : hooks) {
     LayerHook lh;
     lh.seq = seq_index;
@@ -205,43 +229,44 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
     };
     step->hooks.push_back(std::move(lh));
   }
-  if (l.kv_probe) {
-    // Profilers: every layer's fresh and copied V of the reused rows.
-    for (int32_t layer = 0; layer < model_->spec.n_layers; ++layer) {
-      LayerHook lh;
-      lh.seq = seq_index;
-      lh.layer = layer;
-      lh.fn = [rows = &step->rows, reused = &l.reused, probe = &l.kv_probe, layer,
-               head_dim = int64_t{model_->spec.head_dim}](const HookView& v, std::span<uint8_t> keep) {
-        (void)keep;
-        std::vector<int32_t> pos;
-        std::vector<float> k, ck, fresh, cached;
-        auto take = [&](std::vector<float>& to, const float* from, size_t i) {
-          to.insert(to.end(), from + i * v.kv_dim, from + (i + 1) * v.kv_dim);
-        };
-        for (size_t i = 0; i < v.rows.size(); ++i) {
-          const int32_t p = (*rows)[v.rows[i]].pos;
-          if (p >= static_cast<int32_t>(reused->size()) || !(*reused)[p]) continue;
-          pos.push_back(p);
-          take(k, v.k, i);
-          take(ck, v.cached_k, i);
-          take(fresh, v.v, i);
-          take(cached, v.cached_v, i);
-        }
-        ServeRequest::KvProbe pr;
-        pr.layer = layer;
-        pr.pos = pos.data();
-        pr.n = static_cast<int64_t>(pos.size());
-        pr.k = k.data();
-        pr.cached_k = ck.data();
-        pr.v = fresh.data();
-        pr.cached_v = cached.data();
-        pr.kv_dim = v.kv_dim;
-        pr.head_dim = head_dim;
-        if (pr.n > 0) (*probe)(pr);
+}
+
+void ServingEngineImpl::add_kv_probes(Live& l, int32_t seq_index, Step* step) const {
+  // Profilers: every layer's fresh and copied V of the reused rows.
+  for (int32_t layer = 0; layer < model_->spec.n_layers; ++layer) {
+    LayerHook lh;
+    lh.seq = seq_index;
+    lh.layer = layer;
+    lh.fn = [rows = &step->rows, reused = &l.reused, probe = &l.kv_probe, layer,
+             head_dim = int64_t{model_->spec.head_dim}](const HookView& v, std::span<uint8_t> keep) {
+      (void)keep;
+      std::vector<int32_t> pos;
+      std::vector<float> k, ck, fresh, cached;
+      auto take = [&](std::vector<float>& to, const float* from, size_t i) {
+        to.insert(to.end(), from + i * v.kv_dim, from + (i + 1) * v.kv_dim);
       };
-      step->hooks.push_back(std::move(lh));
-    }
+      for (size_t i = 0; i < v.rows.size(); ++i) {
+        const int32_t p = (*rows)[v.rows[i]].pos;
+        if (p >= static_cast<int32_t>(reused->size()) || !(*reused)[p]) continue;
+        pos.push_back(p);
+        take(k, v.k, i);
+        take(ck, v.cached_k, i);
+        take(fresh, v.v, i);
+        take(cached, v.cached_v, i);
+      }
+      ServeRequest::KvProbe pr;
+      pr.layer = layer;
+      pr.pos = pos.data();
+      pr.n = static_cast<int64_t>(pos.size());
+      pr.k = k.data();
+      pr.cached_k = ck.data();
+      pr.v = fresh.data();
+      pr.cached_v = cached.data();
+      pr.kv_dim = v.kv_dim;
+      pr.head_dim = head_dim;
+      if (pr.n > 0) (*probe)(pr);
+    };
+    step->hooks.push_back(std::move(lh));
   }
 }
 
