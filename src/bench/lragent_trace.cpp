@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "adapter/synth_adapter.h"
 #include "agentkv/serving.h"
@@ -109,7 +110,14 @@ Result<std::vector<LragentTraceResult>> run_lragent_trace(const AgentBenchOption
           r.ttft_sum_s += d[0].ttft_s;
           r.computed_rows += d[0].prefill_token_layers / spec.n_layers;
           traj.insert(traj.end(), d[0].tokens.begin(), d[0].tokens.end());
-          const ServingStats st = eng->stats();
+          // The last event comes before the engine frees the request and
+          // republishes its stats: wait for that, so the peak counts the
+          // same state every run.
+          ServingStats st = eng->stats();
+          while (st.n_running > 0 || st.n_waiting > 0) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            st = eng->stats();
+          }
           const int64_t bytes = int64_t{st.kv_blocks_used + st.kv_blocks_cached} * st.kv_bytes_per_block +
                                 int64_t{st.lr_blocks_used + st.lr_blocks_cached} * st.lr_bytes_per_block;
           r.peak_kv_bytes = std::max(r.peak_kv_bytes, bytes);
