@@ -24,6 +24,7 @@
 #include "kv/kv_storage.h"
 #include "model/loader.h"
 #include "runtime/runner.h"
+#include "util/random_tokens.h"
 #include "util/stats.h"
 
 using namespace agentkv;
@@ -44,14 +45,6 @@ struct PairedArgs {
 int failed(const Status& st) {
   std::fprintf(stderr, "error: %s\n", st.message().c_str());
   return 1;
-}
-
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  return t;
 }
 
 // A rank-r adapter on all seven targets with random weights (timing only: the

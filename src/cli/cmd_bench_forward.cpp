@@ -16,6 +16,7 @@
 #include "cli/generate_serving.h"
 #include "format/gguf.h"
 #include "model/model_spec.h"
+#include "util/random_tokens.h"
 #include "util/stats.h"
 
 namespace agentkv::cli {
@@ -31,14 +32,6 @@ struct BenchArgs {
   int decode_batch = 1;  // sequences decoding together in the decode test
   int reps = 3;
 };
-
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
-  std::vector<int32_t> t(n);
-  for (auto& x : t) x = d(rng);
-  return t;
-}
 
 // One request alone on `engine`, to the end.
 struct Timed {
