@@ -5,6 +5,7 @@
 
 #include "bench/chat_task.h"
 #include "bench/passkey_task.h"
+#include "bench/retrieval_task.h"
 #include "bench/ruler_tasks.h"
 
 namespace agentkv {
@@ -26,7 +27,8 @@ std::vector<int32_t> FidelityTask::prompt() const {
 }
 
 const std::vector<std::string>& fidelity_task_kinds() {
-  static const std::vector<std::string> kinds = {"passkey", "mq-niah", "vt", "cwe", "fwe", "chat", "agents"};
+  static const std::vector<std::string> kinds = {"passkey", "retrieval", "mq-niah", "vt",
+                                                 "cwe",     "fwe",       "chat",    "agents"};
   return kinds;
 }
 
@@ -38,6 +40,8 @@ Result<FidelityTaskOptions> fidelity_task_defaults(const std::string& kind) {
   o.kind = kind;
   if (kind == "passkey") {
     o.doc_tokens = 80;
+  } else if (kind == "retrieval") {
+    o.doc_tokens = 160;
   } else if (kind == "mq-niah") {
     o.doc_tokens = 200;
     o.needles = 4;
@@ -64,7 +68,7 @@ Result<FidelityTaskOptions> fidelity_task_defaults(const std::string& kind) {
     o.agent_tokens = 96;
   } else {
     return make_error(ErrorCode::kInvalidArgument, "unknown task '", kind,
-                      "' (passkey, mq-niah, vt, cwe, fwe, chat, agents)");
+                      "' (passkey, retrieval, mq-niah, vt, cwe, fwe, chat, agents)");
   }
   return o;
 }
@@ -76,6 +80,8 @@ Result<std::vector<FidelityTask>> make_fidelity_tasks(const Tokenizer& tok, cons
   Result<std::vector<FidelityTask>> tasks = std::vector<FidelityTask>{};
   if (o.kind == "passkey") {
     tasks = make_passkey_tasks(tok, o);
+  } else if (o.kind == "retrieval") {
+    tasks = make_retrieval_tasks(tok, o);
   } else if (o.kind == "mq-niah") {
     tasks = make_mq_niah_tasks(tok, o);
   } else if (o.kind == "vt") {
@@ -90,7 +96,7 @@ Result<std::vector<FidelityTask>> make_fidelity_tasks(const Tokenizer& tok, cons
     tasks = make_agent_tasks(tok, o);
   } else {
     return make_error(ErrorCode::kInvalidArgument, "unknown task '", o.kind,
-                      "' (passkey, mq-niah, vt, cwe, fwe, chat, agents)");
+                      "' (passkey, retrieval, mq-niah, vt, cwe, fwe, chat, agents)");
   }
   if (!tasks.is_ok()) return tasks;
   // Needles and chains are never cut, so too short a document overflows.

@@ -3,6 +3,8 @@
 // task's instruction), n documents holding the context, and a tail (the
 // question, the end of the turn and the assistant's answer prefix). Kinds:
 //   passkey  one document hides a five-digit pass key (passkey_task.cpp);
+//   retrieval  one document tells a person's four-digit number, which the
+//            question asks for (retrieval_task.cpp);
 //   mq-niah, vt, cwe, fwe  analogs of RULER's multi-query needle in a
 //            haystack, variable tracking, common and frequent word
 //            extraction (Hsieh et al. 2024, "RULER"; ruler_tasks.h);
@@ -28,7 +30,7 @@ struct FidelityTaskOptions {
   std::string kind = "passkey";
   int32_t n_prompts = 50;
   int32_t n_docs = 4;
-  int32_t doc_tokens = 80;      // passkey, mq-niah, vt: exactly this many; cwe, fwe: at most
+  int32_t doc_tokens = 80;      // passkey, retrieval, mq-niah, vt: exactly this many; cwe, fwe: at most
                                 // (cwe also stops when its 159 nouns are used)
   int32_t question_tokens = 0;  // > 0: filler before the question up to this many tokens
   uint64_t seed = 1;
@@ -74,7 +76,7 @@ struct FidelityTask {
   std::vector<int32_t> prompt() const;
 };
 
-// "passkey", "mq-niah", "vt", "cwe", "fwe", "chat", "agents".
+// "passkey", "retrieval", "mq-niah", "vt", "cwe", "fwe", "chat", "agents".
 const std::vector<std::string>& fidelity_task_kinds();
 
 // The calibrated shape of `kind` (n_prompts and seed at their defaults).

@@ -156,8 +156,10 @@ void register_bench_fidelity(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--task", a->tasks,
-                  "tasks, comma-separated: passkey, mq-niah (multi-query needles), vt (variable tracking), cwe "
-                  "(common words), fwe (frequent words), chat (a question about an early turn of a cached conversation), "
+                  "tasks, comma-separated: passkey, retrieval (a person's number in one document), mq-niah "
+                  "(multi-query needles), vt (variable tracking), cwe "
+                  "(common words), fwe (frequent words), chat (a question about an early turn of a cached "
+                  "conversation), "
                   "agents (a judge over reused agent reports); a table each, and their average")
       ->delimiter(',')
       ->check(CLI::IsMember(fidelity_task_kinds()))
@@ -170,7 +172,8 @@ void register_bench_fidelity(CLI::App& app) {
                   "agents 3, the others 4)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--doc-tokens", a->shape.doc_tokens,
-                  "tokens per document (default per task: passkey 80, mq-niah 200, vt 200, cwe 200, fwe 200, chat 100 "
+                  "tokens per document (default per task: passkey 80, retrieval 160, mq-niah 200, vt 200, "
+                  "cwe 200, fwe 200, chat 100 "
                   "per turn, agents 120 per note; cwe and fwe fill up to it)")
       ->check(CLI::Range(48, 100000));
   cmd->add_option("--question-tokens", a->o.tasks.question_tokens,

@@ -204,6 +204,38 @@ TEST(FidelityTasks, PasskeyPromptsAreThoseOfBeforeTheTaskKinds) {
     EXPECT_NE(docs_text(tok, t).find("pass key is " + t.answers[0]), std::string::npos);
 }
 
+TEST(FidelityTasks, RetrievalAsksForTheOneFactItsDocumentsTell) {
+  REQUIRE_TOKENIZER();
+  auto ts = make_fidelity_tasks(tok, shape("retrieval", 8));
+  ASSERT_TRUE(ts.is_ok());
+  const std::regex fact("([A-Z][a-z]+)'s ([a-z]+ [a-z]+) is ([0-9]{4})\\.");
+  std::set<std::string> asked;
+  for (size_t i = 0; i < ts->size(); ++i) {
+    const FidelityTask& t = (*ts)[i];
+    ASSERT_EQ(t.answers.size(), 1u);
+    std::vector<size_t> holders;
+    std::smatch m;
+    for (size_t d = 0; d < t.docs.size(); ++d) {
+      const std::string dt = tok.decode(t.docs[d]);
+      if (std::regex_search(dt, m, fact)) holders.push_back(d);
+    }
+    // One document tells it, the i-th in turn, and it is the answer.
+    ASSERT_EQ(holders.size(), 1u);
+    EXPECT_EQ(holders[0], i % t.docs.size());
+    const std::string dt = tok.decode(t.docs[holders[0]]);
+    ASSERT_TRUE(std::regex_search(dt, m, fact));
+    EXPECT_EQ(m[3].str(), t.answers[0]);
+    // The question asks that person's attribute, and the answer prefix
+    // repeats it, so the number comes next.
+    const std::string tail = tok.decode(t.tail);
+    const std::string who = m[1].str() + "'s " + m[2].str();
+    EXPECT_NE(tail.find("What is " + who + "?"), std::string::npos) << tail;
+    EXPECT_EQ(tail.substr(tail.size() - who.size() - 3), who + " is");
+    asked.insert(who);
+  }
+  EXPECT_GT(asked.size(), 4u);  // people and attributes vary between prompts
+}
+
 TEST(FidelityTasks, MqNiahAnswersAreTheAskedKeysNeedles) {
   REQUIRE_TOKENIZER();
   FidelityTaskOptions o = shape("mq-niah", 8);
