@@ -577,17 +577,20 @@ void register_serve(CLI::App& app) {
   cmd->add_option_function<double>("--reuse-ratio", [&e](double v) { e.kv_sharing_params.ratio = v; },
                                    "cacheblend, sparsex: share of reused tokens recomputed (default 0.15)")
       ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option_function<int32_t>("--reuse-recompute-tokens",
-                                    [&e](int32_t v) { e.kv_sharing_params.recompute_tokens = v; },
-                                    "epic: leading tokens of each reused segment recomputed (default 16)")
+  cmd->add_option_function<int32_t>(
+         "--reuse-recompute-tokens", [&e](int32_t v) { e.kv_sharing_params.recompute_tokens = v; },
+         "epic: leading tokens of each reused segment recomputed (default " +
+             std::to_string(kEpicDefaultRecomputeTokens) + ")")
       ->check(CLI::Range(0, 1 << 30));
   cmd->add_option_function<int32_t>("--reuse-check-layer", [&e](int32_t v) { e.kv_sharing_params.check_layer = v; },
                                     "cacheblend: the layer that selects the tokens to recompute (default 1)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option_function<int32_t>("--reuse-boundary-layer",
-                                    [&e](int32_t v) { e.kv_sharing_params.boundary_layer = v; },
-                                    "sparsex: layers below it run densely, it selects the tokens to recompute (the "
-                                    "paper's l*; default 5; 0 is SparseX without the hybrid boundary)")
+  cmd->add_option_function<int32_t>(
+         "--reuse-boundary-layer", [&e](int32_t v) { e.kv_sharing_params.boundary_layer = v; },
+         "sparsex: layers below it run densely, it selects the tokens to recompute (the "
+         "paper's l*, 5 for SmolLM2; default " +
+             std::to_string(kSparsexDefaultBoundaryLayer) +
+             ", from docs/benchmarks.md; 0 is SparseX without the hybrid boundary)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option_function<int32_t>("--reuse-overflow-blocks",
                                     [&e](int32_t v) { e.kv_sharing_params.overflow_blocks = v; },

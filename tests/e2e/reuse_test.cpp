@@ -16,6 +16,7 @@
 #include "../ci_required.h"
 #include "agentkv/serving.h"
 #include "serving_util.h"
+#include "sharing/scheme.h"
 
 namespace agentkv {
 namespace {
@@ -154,7 +155,8 @@ TEST_F(Reuse, ExactLimitsEqualFullRecomputation) {
 TEST_F(Reuse, SchemesRunAndReportReuse) {
   auto eng = make("none");
   ASSERT_TRUE(eng);
-  const auto d1 = doc(20, 70), d2 = doc(21, 70);
+  // Documents longer than epic's default 64 recomputed leading tokens.
+  const auto d1 = doc(20, 150), d2 = doc(21, 150);
   one(*eng, req(cat({doc(22, 2), d1}), 1));
   one(*eng, req(cat({doc(23, 9), d2}), 1));
   const auto prompt = cat({doc(24, 5), d2, d1, doc(25, 10)});
@@ -167,7 +169,7 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
     EXPECT_GE(o.reused, 96) << scheme;
     // The prefill's K/V entries: naive computes only the tokens it did not
     // reuse, in all 30 layers; cacheblend all tokens in layers 0 and 1;
-    // sparsex all tokens in layers 0 to 5 (its boundary).
+    // sparsex all tokens in layers 0 to its boundary (0 by default).
     const int64_t n = static_cast<int64_t>(prompt.size());
     const std::string s = scheme;
     if (s == "naive") {
@@ -175,7 +177,8 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
     } else if (s == "cacheblend") {
       EXPECT_GE(o.prefill_token_layers, n * 2 + (n - o.reused) * 28);
     } else if (s == "sparsex") {
-      EXPECT_GE(o.prefill_token_layers, n * 6 + (n - o.reused) * 24);
+      EXPECT_GE(o.prefill_token_layers, n * (kSparsexDefaultBoundaryLayer + 1) +
+                                            (n - o.reused) * (29 - kSparsexDefaultBoundaryLayer));
     }
     EXPECT_LT(o.prefill_token_layers, n * 30) << scheme;
   }
