@@ -32,13 +32,9 @@ std::vector<FidelityTask> make_retrieval_tasks(const Tokenizer& tok, const Fidel
     t.answers = {number};
     const int32_t answer_doc = i % std::max(o.n_docs, 1);
     for (int32_t d = 0; d < o.n_docs; ++d) {
-      std::vector<int32_t> doc = tok.encode("\nDocument " + std::to_string(d + 1) + ":", false, false);
       std::vector<std::string> inserts;
       if (d == answer_doc) inserts.push_back(" " + name + "'s " + attribute + " is " + number + ".");
-      const auto body = task_filler_with(
-          tok, rng, std::max<int32_t>(o.doc_tokens - static_cast<int32_t>(doc.size()), 1), inserts);
-      doc.insert(doc.end(), body.begin(), body.end());
-      t.docs.push_back(std::move(doc));
+      t.docs.push_back(task_document(tok, rng, d, o.doc_tokens, inserts));
     }
     t.tail =
         task_chat_tail(tok, rng, "What is " + name + "'s " + attribute + "? Answer with the number only.",

@@ -51,10 +51,7 @@ Result<std::vector<FidelityTask>> make_mq_niah_tasks(const Tokenizer& tok, const
           inserts.push_back(" The special magic number for " + keys[k] + " is " + values[k] + ".");
         }
       }
-      std::vector<int32_t> doc = tok.encode("\nDocument " + std::to_string(d + 1) + ":", false, false);
-      const auto body = task_filler_with(tok, rng, o.doc_tokens - static_cast<int32_t>(doc.size()), inserts);
-      doc.insert(doc.end(), body.begin(), body.end());
-      t.docs.push_back(std::move(doc));
+      t.docs.push_back(task_document(tok, rng, d, o.doc_tokens, inserts));
     }
     std::vector<int32_t> asked = task_shuffled_order(o.needles, rng);
     asked.resize(static_cast<size_t>(o.queries));

@@ -43,11 +43,7 @@ Result<std::vector<FidelityTask>> make_vt_tasks(const Tokenizer& tok, const Fide
       }
     }
     for (int32_t d = 0; d < o.n_docs; ++d) {
-      std::vector<int32_t> doc = tok.encode("\nDocument " + std::to_string(d + 1) + ":", false, false);
-      const auto body =
-          task_filler_with(tok, rng, o.doc_tokens - static_cast<int32_t>(doc.size()), doc_inserts[d]);
-      doc.insert(doc.end(), body.begin(), body.end());
-      t.docs.push_back(std::move(doc));
+      t.docs.push_back(task_document(tok, rng, d, o.doc_tokens, doc_inserts[d]));
     }
     for (int32_t h = 0; h < per_chain; ++h) t.answers.push_back(names[h]);
     t.tail = task_chat_tail(

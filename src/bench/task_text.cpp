@@ -60,6 +60,14 @@ std::vector<int32_t> task_filler_with(const Tokenizer& tok, std::mt19937_64& rng
   return out;
 }
 
+std::vector<int32_t> task_document(const Tokenizer& tok, std::mt19937_64& rng, int32_t index,
+                                   int32_t doc_tokens, const std::vector<std::string>& inserts) {
+  std::vector<int32_t> doc = tok.encode("\nDocument " + std::to_string(index + 1) + ":", false, false);
+  const auto body = task_filler_with(tok, rng, doc_tokens - static_cast<int32_t>(doc.size()), inserts);
+  doc.insert(doc.end(), body.begin(), body.end());
+  return doc;
+}
+
 std::vector<int32_t> task_chat_head(const Tokenizer& tok, const std::string& instruction) {
   return tok.encode("<|im_start|>user\n" + instruction + "\n", false, true);
 }

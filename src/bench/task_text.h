@@ -24,6 +24,11 @@ std::string task_filler_sentence(std::mt19937_64& rng);
 std::vector<int32_t> task_filler_with(const Tokenizer& tok, std::mt19937_64& rng, int32_t n,
                                       const std::vector<std::string>& inserts);
 
+// "\nDocument <index + 1>:" and then task_filler_with's body, `doc_tokens`
+// tokens in all (the label counts), holding the `inserts`.
+std::vector<int32_t> task_document(const Tokenizer& tok, std::mt19937_64& rng, int32_t index,
+                                   int32_t doc_tokens, const std::vector<std::string>& inserts);
+
 // "<|im_start|>user\n" + instruction + "\n".
 std::vector<int32_t> task_chat_head(const Tokenizer& tok, const std::string& instruction);
 
