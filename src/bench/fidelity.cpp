@@ -156,9 +156,113 @@ std::vector<ServeRequest> cache_requests(const FidelityTask& t, const FidelitySc
   return out;
 }
 
+// One prompt under one scheme, with what it needs from run_fidelity.
+struct SchemeRun {
+  const FidelityOptions& o;
+  const FidelityTask& t;
+  const FidelityScheme& sc;
+  int32_t index;
+  std::string ns;  // tenant: a cache namespace of this prompt and scheme alone
+};
+
+ServeRequest scheme_request(const SchemeRun& s, const std::vector<int32_t>& prompt) {
+  ServeRequest r;
+  r.prompt = prompt;
+  r.max_tokens = s.o.gen_tokens;
+  r.ignore_eos = true;
+  r.tenant = s.ns;
+  r.kv_sharing = s.sc.scheme;
+  r.kv_sharing_params = s.sc.params;
+  return r;
+}
+
+// Mean KL(p || q) over the positions both have, and how many of them have
+// the same argmax.
+std::pair<double, int64_t> compare(const std::vector<std::vector<float>>& p,
+                                   const std::vector<std::vector<float>>& q, int64_t& positions) {
+  double sum = 0;
+  int64_t agree = 0;
+  const size_t n = std::min(p.size(), q.size());
+  for (size_t j = 0; j < n; ++j) {
+    const int64_t v = static_cast<int64_t>(std::min(p[j].size(), q[j].size()));
+    sum += kl_divergence(p[j].data(), q[j].data(), v);
+    agree += std::max_element(p[j].begin(), p[j].begin() + v) - p[j].begin() ==
+             std::max_element(q[j].begin(), q[j].begin() + v) - q[j].begin();
+  }
+  positions += static_cast<int64_t>(n);
+  return {n ? sum / double(n) : 0, agree};
+}
+
+Status run_scheme(const SchemeRun& s, ServingEngine& full_eng, ServingEngine& eng, const RunOut& ref,
+                  const std::vector<int32_t>& prompt, Acc& a) {
+  FidelityRequestLog log;
+  log.prompt_index = s.index;
+  log.scheme = &s.sc;
+  log.prompt = prompt;
+  for (ServeRequest& c : cache_requests(s.t, s.sc)) {
+    log.cache_prompts.push_back(c.prompt);
+    log.cache_forced.push_back(c.forced_tokens);
+    log.cache_under_scheme = !c.kv_sharing.empty();
+    c.tenant = s.ns;
+    run_one(eng, std::move(c));
+  }
+  const bool scheme_teaches = s.o.teacher == "scheme";
+  RunOut measured;  // the run whose TTFT and reuse are reported
+  std::vector<std::vector<float>> exact;
+  if (!scheme_teaches) {
+    ServeRequest tf = scheme_request(s, prompt);
+    tf.forced_tokens = ref.tokens;
+    tf.return_logits = true;
+    measured = run_one(eng, std::move(tf));
+    if (!measured.error.empty()) return make_error(ErrorCode::kInternal, s.sc.label, ": ", measured.error);
+  }
+  // The free-running greedy run may hit the prefix blocks the forced run
+  // committed (the chat header), as any later agent would.
+  ServeRequest gr = scheme_request(s, prompt);
+  gr.return_logits = scheme_teaches;
+  RunOut greedy = run_one(eng, std::move(gr));
+  if (!greedy.error.empty()) return make_error(ErrorCode::kInternal, s.sc.label, ": ", greedy.error);
+  if (scheme_teaches) {
+    // serve --fidelity-audit's re-run: exact, forced on what was served.
+    ServeRequest fr;
+    fr.prompt = prompt;
+    fr.max_tokens = static_cast<int32_t>(greedy.tokens.size());
+    fr.ignore_eos = true;
+    fr.tenant = s.ns;
+    fr.forced_tokens = greedy.tokens;
+    fr.return_logits = true;
+    RunOut rerun = run_one(full_eng, std::move(fr));
+    if (!rerun.error.empty()) return make_error(ErrorCode::kInternal, "full re-run: ", rerun.error);
+    exact = std::move(rerun.lps);
+    measured = greedy;
+  }
+  ++a.prompts;
+  const auto [kl, agree] = compare(scheme_teaches ? exact : ref.lps, measured.lps, a.positions);
+  a.top1 += agree;
+  a.kl.push_back(kl);
+  a.exact += greedy.tokens == ref.tokens;
+  a.scores.push_back(fidelity_answer_score(greedy.text, s.t.answers));
+  a.ttft.push_back(measured.ttft_s);
+  a.speedup.push_back(ref.ttft_s / std::max(measured.ttft_s, 1e-9));
+  // The reference engine has no cache: its prefill computed every entry.
+  const double dense = double(std::max<int64_t>(ref.prefill_token_layers, 1));
+  a.reuse.push_back(1.0 - double(measured.prefill_token_layers) / dense);
+  a.reused.push_back(measured.reused);
+  if (s.o.on_request) {
+    log.tokens = greedy.tokens;
+    log.reference = ref.tokens;
+    log.kl = kl;
+    s.o.on_request(log);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
+  if (o.teacher != "full" && o.teacher != "scheme") {
+    return make_error(ErrorCode::kInvalidArgument, "teacher '", o.teacher, "': expected full or scheme");
+  }
   ServingOptions so;
   so.model_path = o.model_path;
   so.n_threads = o.n_threads;
@@ -192,15 +296,11 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
     const std::vector<int32_t> prompt = t.prompt();
     if (i == 0) rep.prompt_tokens = static_cast<int32_t>(prompt.size());
     const std::string tenant = "fidelity-" + std::to_string(i);
-    auto base_req = [&](int max_tokens) {
-      ServeRequest r;
-      r.prompt = prompt;
-      r.max_tokens = max_tokens;
-      r.ignore_eos = true;
-      r.tenant = tenant;
-      return r;
-    };
-    ServeRequest fr = base_req(o.gen_tokens);
+    ServeRequest fr;
+    fr.prompt = prompt;
+    fr.max_tokens = o.gen_tokens;
+    fr.ignore_eos = true;
+    fr.tenant = tenant;
     fr.return_logits = true;
     RunOut ref = run_one(*full_eng, std::move(fr));
     if (!ref.error.empty()) return make_error(ErrorCode::kInternal, "full prefill: ", ref.error);
@@ -213,50 +313,10 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
                  std::to_string(fidelity_answer_score(ref.text, t.answers)) + " of " + one_line(ref.text));
     }
     for (size_t k = 0; k < o.schemes.size(); ++k) {
-      const FidelityScheme& sc = o.schemes[k];
       // Each scheme starts from the same cache state: the documents cached
       // alone, in the task's order, under a namespace of its own.
-      const std::string ns = tenant + "/" + std::to_string(k);
-      for (ServeRequest& c : cache_requests(t, sc)) {
-        c.tenant = ns;
-        run_one(*eng, std::move(c));
-      }
-      ServeRequest tf = base_req(o.gen_tokens);
-      tf.tenant = ns;
-      tf.kv_sharing = sc.scheme;
-      tf.kv_sharing_params = sc.params;
-      tf.forced_tokens = ref.tokens;
-      tf.return_logits = true;
-      RunOut forced = run_one(*eng, std::move(tf));
-      if (!forced.error.empty()) return make_error(ErrorCode::kInternal, sc.label, ": ", forced.error);
-      // The free-running greedy run may hit the prefix blocks the forced run
-      // committed (the chat header), as any later agent would.
-      ServeRequest gr = base_req(o.gen_tokens);
-      gr.tenant = ns;
-      gr.kv_sharing = sc.scheme;
-      gr.kv_sharing_params = sc.params;
-      RunOut greedy = run_one(*eng, std::move(gr));
-      Acc& a = acc[k];
-      ++a.prompts;
-      double sum_kl = 0;
-      const size_t n = std::min(ref.lps.size(), forced.lps.size());
-      for (size_t j = 0; j < n; ++j) {
-        sum_kl += kl_divergence(ref.lps[j].data(), forced.lps[j].data(),
-                                static_cast<int64_t>(std::min(ref.lps[j].size(), forced.lps[j].size())));
-        const auto& q = forced.lps[j];
-        const int32_t top = static_cast<int32_t>(std::max_element(q.begin(), q.end()) - q.begin());
-        a.top1 += top == ref.tokens[j];
-        ++a.positions;
-      }
-      a.kl.push_back(n ? sum_kl / double(n) : 0);
-      a.exact += greedy.tokens == ref.tokens;
-      a.scores.push_back(fidelity_answer_score(greedy.text, t.answers));
-      a.ttft.push_back(forced.ttft_s);
-      a.speedup.push_back(ref.ttft_s / std::max(forced.ttft_s, 1e-9));
-      // The reference engine has no cache: its prefill computed every entry.
-      const double dense = double(std::max<int64_t>(ref.prefill_token_layers, 1));
-      a.reuse.push_back(1.0 - double(forced.prefill_token_layers) / dense);
-      a.reused.push_back(forced.reused);
+      const SchemeRun run{o, t, o.schemes[k], static_cast<int32_t>(i), tenant + "/" + std::to_string(k)};
+      AKV_RETURN_IF_ERROR(run_scheme(run, *full_eng, *eng, ref, prompt, acc[k]));
     }
   }
   rep.full = finish_row("full", full_acc);

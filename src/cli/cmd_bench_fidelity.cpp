@@ -32,6 +32,7 @@ struct FidelityArgs {
   FidelityOptions o;
   std::vector<std::string> schemes = {"naive", "epic", "cacheblend", "sparsex"};
   std::string json_out;
+  std::string requests_out;
   std::vector<std::string> tasks = {"passkey"};
   TaskShapeArgs shape;
 };
@@ -57,6 +58,29 @@ nlohmann::json row_json(const std::string& task, const FidelityRow& r) {
           {"ttft_s", r.ttft_s},     {"speedup", r.speedup},
           {"accuracy", r.accuracy}, {"scores", r.scores},
           {"kls", r.kls},           {"reuses", r.reuses}};
+}
+
+// One line of --requests-out: what replays a scheme's run of a prompt on a
+// server (scripts/audit_vs_bench.py), and what it gave here.
+nlohmann::json request_json(const std::string& task, const FidelityRequestLog& r) {
+  nlohmann::json sharing = {{"scheme", r.scheme->scheme}};
+  const KvSharingParams& p = r.scheme->params;
+  for (const KvSharingField& f : kKvSharingFields) {
+    if (f.integer && (p.*f.integer)) sharing[f.name] = *(p.*f.integer);
+    if (f.real && (p.*f.real)) sharing[f.name] = *(p.*f.real);
+    if (f.list && (p.*f.list)) sharing[f.name] = *(p.*f.list);
+  }
+  return {{"task", task},
+          {"prompt_index", r.prompt_index},
+          {"label", r.scheme->label},
+          {"kv_sharing", sharing},
+          {"cache_prompts", r.cache_prompts},
+          {"cache_forced", r.cache_forced},
+          {"cache_under_scheme", r.cache_under_scheme},
+          {"prompt", r.prompt},
+          {"tokens", r.tokens},
+          {"reference", r.reference},
+          {"kl", r.kl}};
 }
 
 // The task's calibrated shape with the shared options and the set shape
@@ -96,6 +120,16 @@ void run(FidelityArgs a) {
     shapes.push_back(*t);
   }
   a.o.progress = [](const std::string& s) { std::fprintf(stderr, "[bench-fidelity] %s\n", s.c_str()); };
+  std::ofstream requests;
+  if (!a.requests_out.empty()) {
+    requests.open(a.requests_out);
+    if (!requests)
+      return fail(make_error(ErrorCode::kInvalidArgument, "--requests-out: cannot write ", a.requests_out));
+  }
+  std::string kind;  // the task being run, for the request log
+  if (requests.is_open()) {
+    a.o.on_request = [&](const FidelityRequestLog& r) { requests << request_json(kind, r).dump() << "\n"; };
+  }
   nlohmann::json j;
   j["model"] = a.o.model_path;
   j["threads"] = a.o.n_threads;
@@ -106,6 +140,7 @@ void run(FidelityArgs a) {
   for (const FidelityTaskOptions& t : shapes) {
     FidelityOptions o = a.o;
     o.tasks = t;
+    kind = t.kind;
     auto rep = run_fidelity(o);
     if (!rep.is_ok()) return fail(rep.status());
     std::printf("\n%s: %d prompts of %d tokens (%d documents of <= %d tokens), %d generated tokens, %d threads\n\n",
@@ -219,7 +254,19 @@ void register_bench_fidelity(CLI::App& app) {
                   "relay: the model's layer profile (agentkv profile-relay), loaded only when a scheme is relay; "
                   "the default is SmolLM2-135M's committed one, '' for none")
       ->capture_default_str();
+  cmd->add_option(
+         "--teacher", a->o.teacher,
+         "whose greedy tokens the KL and top-1 agreement are measured on: full (the reference's, forced "
+         "into each scheme) or scheme (each scheme's own, forced into an exact re-run, as serve "
+         "--fidelity-audit measures served requests)")
+      ->check(CLI::IsMember({"full", "scheme"}))
+      ->capture_default_str();
   cmd->add_option("--json-out", a->json_out, "also write the results as JSON here");
+  cmd->add_option(
+      "--requests-out", a->requests_out,
+      "also write each scheme's run of each prompt here, one JSON object a line: the cache requests, "
+      "the prompt, the kv_sharing object, the greedy tokens and the prompt's KL (what "
+      "scripts/audit_vs_bench.py replays on a server)");
   cmd->callback([a] { run(*a); });
 }
 
