@@ -75,7 +75,7 @@ Result<std::vector<std::vector<int32_t>>> run_all(ServingEngine& e, std::vector<
 
 }  // namespace
 
-Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
+Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
   ServingOptions so;
   so.model_path = o.model_path;
   so.n_threads = o.n_threads;
@@ -101,7 +101,7 @@ Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
   AKV_ASSIGN_OR_RETURN(auto summaries, run_all(*eng, std::move(first)));
 
   int32_t n_layers = 0;
-  std::vector<DeviationSample> devs;
+  RelayCalibration cal;
   for (int32_t i = 0; i < o.samples; ++i) {
     std::vector<int32_t> p2 = task_chat_head(tok, "Answer the question using only these notes.");
     p2.insert(p2.end(), summaries[i].begin(), summaries[i].end());
@@ -133,17 +133,18 @@ Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o) {
     for (int32_t l = 0; l < n_layers; ++l) {
       for (const auto& [pos, v] : d[l]) s[l].push_back(v);
     }
-    devs.push_back(std::move(s));
+    AKV_ASSIGN_OR_RETURN(RelaySampleStats st, relay_sample_stats(s));
+    cal.samples.push_back(std::move(st));
     if (o.progress) {
       o.progress("agent 2: sample " + std::to_string(i + 1) + "/" + std::to_string(o.samples) + ", " +
-                 std::to_string(devs.back()[0].size()) + " reused tokens");
+                 std::to_string(cal.samples.back().tokens) + " reused tokens");
     }
   }
-  AKV_ASSIGN_OR_RETURN(RelayProfile p, compute_relay_profile(devs, o.rules));
-  p.model_id = model_id;
-  p.model_name = std::filesystem::path(o.model_path).stem().string();
-  p.seed = o.seed;
-  return p;
+  AKV_ASSIGN_OR_RETURN(cal.profile, relay_profile_from_stats(cal.samples, o.rules));
+  cal.profile.model_id = model_id;
+  cal.profile.model_name = std::filesystem::path(o.model_path).stem().string();
+  cal.profile.seed = o.seed;
+  return cal;
 }
 
 }  // namespace agentkv

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "sharing/relay_profile.h"
 #include "util/status.h"
@@ -32,6 +33,11 @@ struct RelayProfilerOptions {
   std::function<void(const std::string&)> progress;
 };
 
-Result<RelayProfile> run_relay_profiler(const RelayProfilerOptions& o);
+struct RelayCalibration {
+  RelayProfile profile;
+  std::vector<RelaySampleStats> samples;  // per chain, for relay_bootstrap
+};
+
+Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o);
 
 }  // namespace agentkv

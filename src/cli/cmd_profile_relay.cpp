@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/relay_bootstrap.h"
 #include "bench/relay_profiler.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -17,16 +18,38 @@ namespace {
 struct ProfileArgs {
   RelayProfilerOptions o;
   std::string out = "relay-profile.json";
+  int32_t bootstrap = 1000;
+  uint64_t bootstrap_seed = 1;
 };
+
+// Each reading of the rules, on all chains and over the resamples.
+void print_bootstrap(const ProfileArgs& a, const std::vector<RelaySampleStats>& samples) {
+  auto spread = relay_bootstrap(samples, a.o.rules, a.bootstrap, a.bootstrap_seed);
+  if (!spread.is_ok()) return fail(spread.status());
+  std::printf(
+      "\nbootstrap: %d resamples of the %zu chains (seed %llu); 95%% = the 2.5%% and 97.5%% quantiles\n\n",
+      a.bootstrap, samples.size(), static_cast<unsigned long long>(a.bootstrap_seed));
+  std::printf(
+      "| l_det rule | l_end rule | l_start | l_det | l_det 95%% | resamples at l_det | l_end | l_end 95%% | "
+      "resamples at l_end |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const RelayRuleSpread& r : *spread) {
+    std::printf("| %s | %s | %d | %d | [%d, %d] | %.0f%% | %d | [%d, %d] | %.0f%% |\n", r.det_rule.c_str(),
+                r.end_rule.c_str(), r.all.l_start, r.all.l_det, layer_quantile(r.l_det, 0.025),
+                layer_quantile(r.l_det, 0.975), 100 * layer_share(r.l_det, r.all.l_det), r.all.l_end,
+                layer_quantile(r.l_end, 0.025), layer_quantile(r.l_end, 0.975),
+                100 * layer_share(r.l_end, r.all.l_end));
+  }
+}
 
 void run(ProfileArgs& a) {
   a.o.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
-  Result<RelayProfile> p = run_relay_profiler(a.o);
-  if (!p.is_ok()) {
-    std::fprintf(stderr, "error: %s\n", p.status().message().c_str());
+  Result<RelayCalibration> cal = run_relay_profiler(a.o);
+  if (!cal.is_ok()) {
+    std::fprintf(stderr, "error: %s\n", cal.status().message().c_str());
     set_exit_code(1);
     return;
   }
+  const RelayProfile* p = &cal->profile;
   std::printf("| layer | s_l (V similarity) | rho_l (rank stability) | |\n|---|---|---|---|\n");
   for (int32_t l = 0; l < p->n_layers; ++l) {
     const char* mark = l == p->l_start ? "l_start" : l == p->l_det ? "l_det" : l == p->l_end ? "l_end" : "";
@@ -36,8 +59,13 @@ void run(ProfileArgs& a) {
       std::printf("| %d | %.5f | %.4f | %s |\n", l, p->similarity[l], p->rho[l], mark);
     }
   }
-  std::printf("\nl_start %d, l_det %d, l_end %d (recomputed band [%d, %d)); %d samples, %lld reused tokens\n",
-              p->l_start, p->l_det, p->l_end, p->l_start, p->l_end, p->samples, static_cast<long long>(p->tokens));
+  std::printf(
+      "\nl_start %d, l_det %d, l_end %d (recomputed band [%d, %d)); %d samples, %lld reused tokens; rules: "
+      "l_det %s, "
+      "l_end %s\n",
+      p->l_start, p->l_det, p->l_end, p->l_start, p->l_end, p->samples, static_cast<long long>(p->tokens),
+      p->rules.det_rule.c_str(), p->rules.end_rule.c_str());
+  if (a.bootstrap > 0) print_bootstrap(a, cal->samples);
   const Status st = save_relay_profile(*p, a.out);
   if (!st.is_ok()) {
     std::fprintf(stderr, "error: %s\n", st.message().c_str());
@@ -82,6 +110,25 @@ void register_profile_relay(CLI::App& app) {
   cmd->add_option("--stable-layers", a->o.rules.stable_layers, "consecutive stable layers after l_end (C)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  cmd->add_option(
+         "--det-rule", a->o.rules.det_rule,
+         "l_det where alpha (rho's second difference) first turns from positive to negative (flip, the "
+         "paper's words) or first is negative (onset of deceleration); they differ when alpha starts "
+         "negative")
+      ->check(CLI::IsMember({"flip", "onset"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--end-rule", a->o.rules.end_rule,
+         "l_end's dip: the least similar layer from l_start on (literal) or before the last T layers "
+         "(before-tail); they differ when the minimum lies in the tail")
+      ->check(CLI::IsMember({"literal", "before-tail"}))
+      ->capture_default_str();
+  cmd->add_option("--bootstrap", a->bootstrap,
+                  "resamples of the chains (with replacement) for the spread of l_det and l_end under each "
+                  "reading of the rules; 0: none")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--bootstrap-seed", a->bootstrap_seed, "seed of the resampling")->capture_default_str();
   cmd->callback([a] { run(*a); });
 }
 

@@ -66,88 +66,128 @@ double spearman(const std::vector<float>& a, const std::vector<float>& b) {
   return ab / std::sqrt(aa * bb);
 }
 
-Result<RelayProfile> compute_relay_profile(const std::vector<DeviationSample>& samples, const RelayProfileRules& rules) {
-  if (samples.empty()) return make_error(ErrorCode::kInvalidArgument, "no calibration samples");
-  const int32_t L = static_cast<int32_t>(samples[0].size());
+Result<RelaySampleStats> relay_sample_stats(const DeviationSample& s) {
+  const int32_t L = static_cast<int32_t>(s.size());
   if (L < 1) return make_error(ErrorCode::kInvalidArgument, "a calibration sample has no layers");
-  RelayProfile p;
-  p.n_layers = L;
-  p.rules = rules;
-  p.samples = static_cast<int32_t>(samples.size());
-  std::vector<double> sim_sum(L, 0.0), rho_sum(L, 0.0);
-  std::vector<int32_t> rho_n(L, 0);
-  int64_t tokens = 0;
-  for (const DeviationSample& s : samples) {
-    if (static_cast<int32_t>(s.size()) != L) {
-      return make_error(ErrorCode::kInvalidArgument, "calibration samples have different layer counts");
-    }
-    const size_t n = s[0].size();
-    for (const auto& layer : s) {
-      if (layer.size() != n) return make_error(ErrorCode::kInvalidArgument, "a calibration sample is ragged");
-    }
-    tokens += static_cast<int64_t>(n);
-    for (int32_t l = 0; l < L; ++l) {
-      for (float d : s[l]) sim_sum[l] += 1.0 - d;
-      if (l > 0) {
-        const double r = spearman(s[l], s[l - 1]);
-        if (!std::isnan(r)) rho_sum[l] += r, ++rho_n[l];
-      }
-    }
+  const size_t n = s[0].size();
+  for (const auto& layer : s) {
+    if (layer.size() != n) return make_error(ErrorCode::kInvalidArgument, "a calibration sample is ragged");
   }
-  if (tokens == 0) return make_error(ErrorCode::kInvalidArgument, "the calibration samples hold no reused token");
-  p.tokens = tokens;
-  p.similarity.resize(L);
-  p.rho.assign(L, nan());
+  RelaySampleStats st;
+  st.tokens = static_cast<int64_t>(n);
+  st.sim_sum.assign(L, 0.0);
+  st.rho.assign(L, nan());
   for (int32_t l = 0; l < L; ++l) {
-    p.similarity[l] = sim_sum[l] / static_cast<double>(tokens);
-    if (rho_n[l] > 0) p.rho[l] = rho_sum[l] / rho_n[l];
+    for (float d : s[l]) st.sim_sum[l] += 1.0 - d;
+    if (l > 0) st.rho[l] = spearman(s[l], s[l - 1]);
   }
-  const std::vector<double>& s = p.similarity;
+  return st;
+}
 
-  // l_start: the last layer of the initial run at or above tau.
-  int32_t l_start = 0;
-  while (l_start + 1 < L && s[l_start + 1] >= rules.tau && s[l_start] >= rules.tau) ++l_start;
+namespace {
 
-  // l_end: the recovery after the dip, against the last T layers.
-  const int32_t T = std::clamp(rules.tail_layers, 1, L);
+// The last layer of the initial run at or above tau.
+int32_t start_layer(const std::vector<double>& s, const RelayProfileRules& r) {
+  const int32_t L = static_cast<int32_t>(s.size());
+  int32_t l = 0;
+  while (l + 1 < L && s[l + 1] >= r.tau && s[l] >= r.tau) ++l;
+  return l;
+}
+
+// The recovery after the dip, against the last T layers; L when none.
+int32_t end_layer(const std::vector<double>& s, int32_t l_start, const RelayProfileRules& r) {
+  const int32_t L = static_cast<int32_t>(s.size());
+  const int32_t T = std::clamp(r.tail_layers, 1, L);
   double mu = 0, var = 0;
   for (int32_t l = L - T; l < L; ++l) mu += s[l];
   mu /= T;
   for (int32_t l = L - T; l < L; ++l) var += (s[l] - mu) * (s[l] - mu);
   const double sigma = std::sqrt(var / T);
   const double base = mu - sigma;
-  const double step = std::max(rules.lambda * sigma, 1e-12);
-  const int32_t l_min = static_cast<int32_t>(std::min_element(s.begin() + l_start, s.end()) - s.begin());
-  int32_t l_end = L;
+  const double step = std::max(r.lambda * sigma, 1e-12);
+  // "before-tail" looks for the dip before the layers that set the baseline
+  // (where there are any).
+  const int32_t scan_end = r.end_rule == "before-tail" && L - T > l_start ? L - T : L;
+  const int32_t l_min =
+      static_cast<int32_t>(std::min_element(s.begin() + l_start, s.begin() + scan_end) - s.begin());
   for (int32_t l = l_min; l < L; ++l) {
-    bool stable = l + rules.stable_layers < L;
-    for (int32_t k = l + 1; stable && k <= l + rules.stable_layers; ++k) {
+    bool stable = l + r.stable_layers < L;
+    for (int32_t k = l + 1; stable && k <= l + r.stable_layers; ++k) {
       stable = s[k] >= base && std::abs(s[k] - s[k - 1]) < step;
     }
-    if (stable) {
-      l_end = l;
-      break;
-    }
+    if (stable) return l;
   }
+  return L;
+}
 
-  // l_det: where the curvature of the rank stability turns negative.
-  int32_t l_det = -1;
+// Where the curvature of the rank stability turns negative, plus one; -1
+// when it never does.
+int32_t detection_layer(const std::vector<double>& rho, const RelayProfileRules& r) {
+  const int32_t L = static_cast<int32_t>(rho.size());
+  const bool onset = r.det_rule == "onset";
   double prev_alpha = nan();
   for (int32_t l = 3; l < L; ++l) {
-    const double alpha = p.rho[l] - 2 * p.rho[l - 1] + p.rho[l - 2];
-    if (!std::isnan(prev_alpha) && prev_alpha > 0 && alpha < 0) {
-      l_det = l + 1;
-      break;
-    }
+    const double alpha = rho[l] - 2 * rho[l - 1] + rho[l - 2];
+    if (alpha < 0 && (onset || (!std::isnan(prev_alpha) && prev_alpha > 0))) return l + 1;
     if (!std::isnan(alpha)) prev_alpha = alpha;
   }
-  l_end = std::max(l_end, std::min(l_start + 1, L));
-  if (l_det < 0) l_det = l_start;
-  l_det = std::clamp(l_det, l_start, l_end - 1);
-  p.l_start = l_start;
-  p.l_det = l_det;
-  p.l_end = l_end;
+  return -1;
+}
+
+}  // namespace
+
+Result<RelayProfile> relay_profile_from_stats(const std::vector<RelaySampleStats>& samples,
+                                              const RelayProfileRules& rules) {
+  if (rules.det_rule != "flip" && rules.det_rule != "onset") {
+    return make_error(ErrorCode::kInvalidArgument, "l_det rule '", rules.det_rule,
+                      "': expected flip or onset");
+  }
+  if (rules.end_rule != "literal" && rules.end_rule != "before-tail") {
+    return make_error(ErrorCode::kInvalidArgument, "l_end rule '", rules.end_rule,
+                      "': expected literal or before-tail");
+  }
+  if (samples.empty()) return make_error(ErrorCode::kInvalidArgument, "no calibration samples");
+  const int32_t L = static_cast<int32_t>(samples[0].sim_sum.size());
+  RelayProfile p;
+  p.n_layers = L;
+  p.rules = rules;
+  p.samples = static_cast<int32_t>(samples.size());
+  std::vector<double> sim_sum(L, 0.0), rho_sum(L, 0.0);
+  std::vector<int32_t> rho_n(L, 0);
+  for (const RelaySampleStats& st : samples) {
+    if (static_cast<int32_t>(st.sim_sum.size()) != L || static_cast<int32_t>(st.rho.size()) != L) {
+      return make_error(ErrorCode::kInvalidArgument, "calibration samples have different layer counts");
+    }
+    p.tokens += st.tokens;
+    for (int32_t l = 0; l < L; ++l) {
+      sim_sum[l] += st.sim_sum[l];
+      if (!std::isnan(st.rho[l])) rho_sum[l] += st.rho[l], ++rho_n[l];
+    }
+  }
+  if (p.tokens == 0)
+    return make_error(ErrorCode::kInvalidArgument, "the calibration samples hold no reused token");
+  p.similarity.resize(L);
+  p.rho.assign(L, nan());
+  for (int32_t l = 0; l < L; ++l) {
+    p.similarity[l] = sim_sum[l] / static_cast<double>(p.tokens);
+    if (rho_n[l] > 0) p.rho[l] = rho_sum[l] / rho_n[l];
+  }
+  p.l_start = start_layer(p.similarity, rules);
+  p.l_end = std::max(end_layer(p.similarity, p.l_start, rules), std::min(p.l_start + 1, L));
+  const int32_t l_det = detection_layer(p.rho, rules);
+  p.l_det = std::clamp(l_det < 0 ? p.l_start : l_det, p.l_start, p.l_end - 1);
   return p;
+}
+
+Result<RelayProfile> compute_relay_profile(const std::vector<DeviationSample>& samples,
+                                           const RelayProfileRules& rules) {
+  if (samples.empty()) return make_error(ErrorCode::kInvalidArgument, "no calibration samples");
+  std::vector<RelaySampleStats> stats;
+  for (const DeviationSample& s : samples) {
+    AKV_ASSIGN_OR_RETURN(RelaySampleStats st, relay_sample_stats(s));
+    stats.push_back(std::move(st));
+  }
+  return relay_profile_from_stats(stats, rules);
 }
 
 Status save_relay_profile(const RelayProfile& p, const std::string& path) {
@@ -164,7 +204,9 @@ Status save_relay_profile(const RelayProfile& p, const std::string& path) {
        {{"tau", p.rules.tau},
         {"tail_layers", p.rules.tail_layers},
         {"lambda", p.rules.lambda},
-        {"stable_layers", p.rules.stable_layers}}},
+        {"stable_layers", p.rules.stable_layers},
+        {"det_rule", p.rules.det_rule},
+        {"end_rule", p.rules.end_rule}}},
       {"calibration", {{"samples", p.samples}, {"tokens", p.tokens}, {"seed", p.seed}}},
       {"similarity", sim},
       {"rho", rho},

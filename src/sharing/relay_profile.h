@@ -20,6 +20,18 @@ struct RelayProfileRules {
   int32_t tail_layers = 5;    // T: the last layers set the recovered baseline
   double lambda = 2.0;        // a stable layer moves less than lambda x sigma_last
   int32_t stable_layers = 2;  // C: consecutive stable layers after l_end
+  // Readings of the rules where the paper leaves a case open (both bind on
+  // SmolLM2; docs/usage.md, "profile-relay"):
+  //   det_rule "flip" (literal): l_det follows the first layer where alpha
+  //     turns from positive to negative; "onset": the first layer where
+  //     alpha is negative, the onset of deceleration. They differ only
+  //     when alpha is negative before it is ever positive.
+  //   end_rule "literal": the dip is the least similar layer from l_start
+  //     on; "before-tail": the least similar before the last T layers,
+  //     which set the recovered baseline. They differ only when the
+  //     minimum lies in the tail (then "literal" finds no recovery: L).
+  std::string det_rule = "flip";
+  std::string end_rule = "literal";
 };
 
 // One calibration sample: d[layer][token] = 1 - mean over KV heads of
@@ -39,6 +51,17 @@ struct RelayProfile {
   uint64_t seed = 0;
 };
 
+// One calibration sample reduced to what the rules read, so that samples can
+// be resampled (profile-relay --bootstrap) without their tokens.
+struct RelaySampleStats {
+  std::vector<double> sim_sum;  // per layer: the sum over tokens of 1 - d
+  std::vector<double> rho;      // per layer: Spearman(d_l, d_{l-1}); NaN where undefined (and at layer 0)
+  int64_t tokens = 0;
+};
+
+// kInvalidArgument for a sample without layers or with ragged layers.
+Result<RelaySampleStats> relay_sample_stats(const DeviationSample& s);
+
 // The token deviation both the profiler and the relay scheme use: 1 - the
 // mean over KV heads of cos(a_h, b_h) for one token's V ([kv_dim], heads of
 // head_dim); a zero vector counts as no deviation.
@@ -54,9 +77,13 @@ double spearman(const std::vector<float>& a, const std::vector<float>& b);
 //          of the last T layers and steps below lambda x sigma (L if none);
 //   l_det: the first layer l* where alpha_l = rho_l - 2 rho_{l-1} + rho_{l-2}
 //          turns from positive to negative, plus one;
-// then clamped so that l_start <= l_det < l_end (documented in the profile).
-// kInvalidArgument for no samples, or samples of different layer counts.
+// (or their other readings, RelayProfileRules) then clamped so that
+// l_start <= l_det < l_end (documented in the profile).
+// kInvalidArgument for no samples, samples of different layer counts, or an
+// unknown rule.
 Result<RelayProfile> compute_relay_profile(const std::vector<DeviationSample>& samples, const RelayProfileRules& rules);
+Result<RelayProfile> relay_profile_from_stats(const std::vector<RelaySampleStats>& samples,
+                                              const RelayProfileRules& rules);
 
 Status save_relay_profile(const RelayProfile& p, const std::string& path);
 // Loads and checks a profile for the model the engine runs: a clear error

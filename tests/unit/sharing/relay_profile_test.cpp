@@ -95,6 +95,75 @@ TEST(RelayProfile, DetectionLayerFollowsTheRankCurvature) {
   EXPECT_EQ(p->l_det, std::min(7, p->l_end - 1));
 }
 
+// SmolLM2-135M's measured curve (profiles/smollm2-135m-instruct-q4_1.relay.json,
+// 32 chains, rounded to 4 digits), where both open cases of the rules bind.
+RelaySampleStats smollm2_curve() {
+  const std::vector<double> s = {1.0,    0.9944, 0.9877, 0.9842, 0.9808, 0.9763, 0.9656, 0.9695,
+                                 0.9541, 0.964,  0.9548, 0.9439, 0.9493, 0.9401, 0.9278, 0.9077,
+                                 0.9057, 0.9245, 0.9095, 0.8812, 0.8973, 0.9026, 0.9017, 0.939,
+                                 0.9361, 0.8944, 0.8899, 0.8824, 0.8762, 0.8439};
+  const double n = std::nan("");
+  const std::vector<double> rho = {n,      n,      0.8588, 0.8993, 0.9309, 0.8324, 0.9203, 0.9307,
+                                   0.8954, 0.9321, 0.9368, 0.9318, 0.9032, 0.902,  0.9371, 0.9461,
+                                   0.932,  0.9154, 0.9223, 0.9276, 0.9195, 0.8835, 0.9631, 0.9156,
+                                   0.9615, 0.8513, 0.9681, 0.9126, 0.9363, 0.9481};
+  RelaySampleStats st;
+  st.tokens = 100;
+  for (double x : s) st.sim_sum.push_back(100 * x);
+  st.rho = rho;
+  return st;
+}
+
+TEST(RelayProfile, EachReadingOfTheOpenCasesOnSmolLM2sCurve) {
+  auto with = [](const char* det, const char* end) {
+    RelayProfileRules r;
+    r.det_rule = det;
+    r.end_rule = end;
+    auto p = relay_profile_from_stats({smollm2_curve()}, r);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    return *p;
+  };
+  // alpha_4 = 0.9309 - 2 x 0.8993 + 0.8588 = -0.0089 (negative from the
+  // start), alpha_5 = -0.1301, alpha_6 = +0.1864, alpha_7 = -0.0775: the
+  // first flip is at 7 (l_det 8), the onset at 4 (l_det 5).
+  const RelayProfile flip = with("flip", "literal"), onset = with("onset", "literal");
+  EXPECT_EQ(flip.l_start, 1);
+  EXPECT_EQ(flip.l_det, 8);
+  EXPECT_EQ(onset.l_det, 5);
+  // The least similar layer is the last: the literal scan finds no recovery.
+  EXPECT_EQ(flip.l_end, 30);
+  // Before the tail (layers 25-29: mean 0.87736, sigma 0.01786, base 0.8595,
+  // steps < 0.0357) the dip is layer 19 (0.8812), followed by 0.8973 and
+  // 0.9026: l_end 19.
+  const RelayProfile tail = with("flip", "before-tail");
+  EXPECT_EQ(tail.l_end, 19);
+  EXPECT_EQ(tail.l_det, 8);
+  EXPECT_EQ(with("onset", "before-tail").l_det, 5);
+  RelayProfileRules bad;
+  bad.det_rule = "first";
+  EXPECT_EQ(relay_profile_from_stats({smollm2_curve()}, bad).status().code(), ErrorCode::kInvalidArgument);
+  bad = RelayProfileRules{};
+  bad.end_rule = "tail";
+  EXPECT_EQ(relay_profile_from_stats({smollm2_curve()}, bad).status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(RelayProfile, SampleStatsGiveTheProfileOfTheSamples) {
+  std::vector<double> s;
+  for (int l = 0; l < 12; ++l) s.push_back(1.0 - 0.02 * l);
+  const DeviationSample d = sample_from(s, 9);
+  auto st = relay_sample_stats(d);
+  ASSERT_TRUE(st.is_ok());
+  EXPECT_EQ(st->tokens, 9);
+  EXPECT_TRUE(std::isnan(st->rho[0]));
+  EXPECT_DOUBLE_EQ(st->rho[3], spearman(d[3], d[2]));
+  auto a = compute_relay_profile({d, d}, RelayProfileRules{});
+  auto b = relay_profile_from_stats({*st, *st}, RelayProfileRules{});
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  EXPECT_EQ(a->similarity, b->similarity);
+  EXPECT_EQ(a->l_end, b->l_end);
+  EXPECT_EQ(b->tokens, 18);
+}
+
 TEST(RelayProfile, BadSamplesAreErrors) {
   EXPECT_FALSE(compute_relay_profile({}, RelayProfileRules{}).is_ok());
   DeviationSample ragged(3);
