@@ -104,6 +104,7 @@ Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
   RelayCalibration cal;
   for (int32_t i = 0; i < o.samples; ++i) {
     std::vector<int32_t> p2 = task_chat_head(tok, "Answer the question using only these notes.");
+    const int32_t summary_at = static_cast<int32_t>(p2.size());
     p2.insert(p2.end(), summaries[i].begin(), summaries[i].end());
     const std::vector<int32_t> tail = task_chat_tail(tok, rng, samples[i].question, "Answer:", 0);
     p2.insert(p2.end(), tail.begin(), tail.end());
@@ -134,6 +135,15 @@ Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
       for (const auto& [pos, v] : d[l]) s[l].push_back(v);
     }
     AKV_ASSIGN_OR_RETURN(RelaySampleStats st, relay_sample_stats(s));
+    RelayChain c;
+    c.prompt1 = samples[i].prompt1;
+    c.summary = summaries[i];
+    c.prompt2 = std::move(p2);
+    c.summary_at = summary_at;
+    for (const auto& [pos, v] : d[0]) c.positions.push_back(pos);
+    for (double x : st.sim_sum)
+      c.similarity.push_back(x / static_cast<double>(std::max<int64_t>(st.tokens, 1)));
+    cal.chains.push_back(std::move(c));
     cal.samples.push_back(std::move(st));
     if (o.progress) {
       o.progress("agent 2: sample " + std::to_string(i + 1) + "/" + std::to_string(o.samples) + ", " +

@@ -33,9 +33,21 @@ struct RelayProfilerOptions {
   std::function<void(const std::string&)> progress;
 };
 
+// One calibration chain as measured, for an independent check of the
+// similarity (tests/python/test_relay_profile_ref.py).
+struct RelayChain {
+  std::vector<int32_t> prompt1;    // agent 1's prompt
+  std::vector<int32_t> summary;    // what agent 1 generated
+  std::vector<int32_t> prompt2;    // agent 2's prompt: head, summary, question
+  int32_t summary_at = 0;          // where the summary starts in prompt2
+  std::vector<int32_t> positions;  // prompt2 positions compared (the reused tokens)
+  std::vector<double> similarity;  // per layer: mean over them of 1 - d
+};
+
 struct RelayCalibration {
   RelayProfile profile;
   std::vector<RelaySampleStats> samples;  // per chain, for relay_bootstrap
+  std::vector<RelayChain> chains;         // the same chains, in order
 };
 
 Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o);

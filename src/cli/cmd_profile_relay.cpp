@@ -5,6 +5,8 @@
 // JSON that `serve --relay-profile` and the benchmarks load.
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "bench/relay_bootstrap.h"
 #include "bench/relay_profiler.h"
@@ -18,6 +20,7 @@ namespace {
 struct ProfileArgs {
   RelayProfilerOptions o;
   std::string out = "relay-profile.json";
+  std::string chains_out;
   int32_t bootstrap = 1000;
   uint64_t bootstrap_seed = 1;
 };
@@ -66,6 +69,17 @@ void run(ProfileArgs& a) {
       p->l_start, p->l_det, p->l_end, p->l_start, p->l_end, p->samples, static_cast<long long>(p->tokens),
       p->rules.det_rule.c_str(), p->rules.end_rule.c_str());
   if (a.bootstrap > 0) print_bootstrap(a, cal->samples);
+  if (!a.chains_out.empty()) {
+    std::ofstream f(a.chains_out);
+    for (const RelayChain& c : cal->chains) {
+      f << nlohmann::json{{"prompt1", c.prompt1},     {"summary", c.summary},
+                          {"prompt2", c.prompt2},     {"summary_at", c.summary_at},
+                          {"positions", c.positions}, {"similarity", c.similarity}}
+               .dump()
+        << "\n";
+    }
+    if (!f) return fail(make_error(ErrorCode::kIo, "--chains-out: cannot write ", a.chains_out));
+  }
   const Status st = save_relay_profile(*p, a.out);
   if (!st.is_ok()) {
     std::fprintf(stderr, "error: %s\n", st.message().c_str());
@@ -123,6 +137,11 @@ void register_profile_relay(CLI::App& app) {
          "(before-tail); they differ when the minimum lies in the tail")
       ->check(CLI::IsMember({"literal", "before-tail"}))
       ->capture_default_str();
+  cmd->add_option(
+      "--chains-out", a->chains_out,
+      "also write each chain here, one JSON object a line: both prompts, the summary, the positions "
+      "compared and the per-layer similarity (tests/python/test_relay_profile_ref.py checks them "
+      "against the numpy reference)");
   cmd->add_option("--bootstrap", a->bootstrap,
                   "resamples of the chains (with replacement) for the spread of l_det and l_end under each "
                   "reading of the rules; 0: none")
