@@ -26,6 +26,8 @@ struct KvSharingParams {
   std::optional<double> dev_threshold;        // relay: V deviation >= this x its mean selects, >= 0 (tau_dev)
   std::optional<double> influence_threshold;  // relay: influence >= this x its mean selects, >= 0 (tau_inf)
   std::optional<int32_t> suffix_tokens;       // relay: last reused tokens of each segment always selected, >= 0
+  std::optional<int32_t>
+      prefix_tokens;  // relay: first reused tokens of each segment recomputed in every layer (epic's), >= 0
   // droidspeak: the critical layers, whose K/V an agent recomputes for the
   // tokens another agent wrote (distinct, each in [0, n_layers)).
   std::optional<std::vector<int32_t>> critical_layers;
@@ -58,6 +60,7 @@ inline constexpr KvSharingField kKvSharingFields[] = {
     {"dev_threshold", nullptr, &KvSharingParams::dev_threshold},
     {"influence_threshold", nullptr, &KvSharingParams::influence_threshold},
     {"suffix_tokens", &KvSharingParams::suffix_tokens},
+    {"prefix_tokens", &KvSharingParams::prefix_tokens},
     {"critical_layers", nullptr, nullptr, &KvSharingParams::critical_layers},
 };
 

@@ -52,6 +52,7 @@ Status ServingEngineImpl::apply_profiles() {
       only.dev_threshold = d.dev_threshold;
       only.influence_threshold = d.influence_threshold;
       only.suffix_tokens = d.suffix_tokens;
+      only.prefix_tokens = d.prefix_tokens;
       only.min_segment_tokens = d.min_segment_tokens;
       const SharingScheme* relay = sharing_scheme_get("relay");
       AKV_RETURN_IF_ERROR(relay->check_params(only).with_context("relay defaults"));

@@ -114,7 +114,8 @@ std::unique_ptr<ReusePlanner> make_sparsex_planner(const SparsexConfig& c);
 
 // RelayCaching (SCHEMES.md §3.3): reused tokens resume at l_start from their
 // hidden-state snapshot, all recompute through l_det, the selected ones
-// (deviation, influence, suffix) up to l_end.
+// (deviation, influence, suffix) up to l_end; the first prefix_tokens of each
+// reused run recompute every layer, as epic's do (an ablation, 0 by default).
 struct RelayConfig {
   int32_t l_start = 0;
   int32_t l_det = 0;
@@ -122,6 +123,7 @@ struct RelayConfig {
   double dev_threshold = 0;
   double influence_threshold = 0;
   int32_t suffix_tokens = 0;
+  int32_t prefix_tokens = 0;
 };
 std::unique_ptr<ReusePlanner> make_relay_planner(const RelayConfig& c);
 

@@ -9,6 +9,9 @@
 //       d_j >= dev_threshold x mean(d)                 (I_dev),
 //       influence_j >= influence_threshold x mean(influence)  (I_inf),
 //       the last suffix_tokens reused tokens of each run (I_suffix);
+//     and the first prefix_tokens of each run recompute every layer, as
+//     epic's first tokens do (relay with epic's tokens: an ablation of ours,
+//     0 by default);
 //   - layers (l_det, l_end): the selected tokens only;
 //   - layers [l_end, L): the copied K/V again.
 // Tokens not reused run every layer. A reused token without a snapshot at
@@ -56,6 +59,11 @@ class RelayPlanner final : public ReusePlanner {
     if (n_reused == 0) return;
     for (int32_t i = 0; i < c.n; ++i) {
       if (!c.reused[i]) continue;
+      if (c.begin + i - c.run_start[i] < c_.prefix_tokens) {
+        rows->push_back(ReuseRow{c.begin + i, 0, -1});  // -1: to the last layer
+        selected[i] = 1;
+        continue;
+      }
       const bool resume = c_.l_start > 0 && c.hidden_layer == c_.l_start && !c.has_hidden.empty() && c.has_hidden[i];
       rows->push_back(ReuseRow{c.begin + i, resume ? c_.l_start : 0, c_.l_end});
       // tau_inf 0 selects every token, captured influence or not.
@@ -125,6 +133,7 @@ class SchemeRelay final : public ReuseScheme {
     c.dev_threshold = p.dev_threshold.value_or(kRelayDefaultDevThreshold);
     c.influence_threshold = p.influence_threshold.value_or(kRelayDefaultInfluenceThreshold);
     c.suffix_tokens = p.suffix_tokens.value_or(kRelayDefaultSuffixTokens);
+    c.prefix_tokens = p.prefix_tokens.value_or(0);
     return make_relay_planner(c);
   }
 

@@ -38,7 +38,8 @@ Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const 
       {"l_start", {takes.relay, &p.l_start}},
       {"l_det", {takes.relay, &p.l_det}},
       {"l_end", {takes.relay, &p.l_end}},
-      {"suffix_tokens", {takes.relay, &p.suffix_tokens}}};
+      {"suffix_tokens", {takes.relay, &p.suffix_tokens}},
+      {"prefix_tokens", {takes.relay, &p.prefix_tokens}}};
   for (const auto& [field, taken_value] : non_negative) {
     const auto& [taken, value] = taken_value;
     if (!*value) continue;

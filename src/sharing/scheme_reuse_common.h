@@ -25,7 +25,8 @@ struct ReuseParamSet {
   bool boundary_layer = false;
   bool overflow_blocks = false;
   bool tail_tokens = false;
-  bool relay = false;  // l_start, l_det, l_end, dev_threshold, influence_threshold, suffix_tokens
+  bool relay =
+      false;  // l_start, l_det, l_end, dev_threshold, influence_threshold, suffix_tokens, prefix_tokens
 };
 Status check_reuse_params(const char* scheme, const ReuseParamSet& takes, const KvSharingParams& p);
 

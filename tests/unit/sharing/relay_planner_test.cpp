@@ -180,6 +180,44 @@ TEST(RelayPlanner, ZeroThresholdsSelectEverythingAndAnEmptyBandNothing) {
   EXPECT_TRUE(hooks.empty());
 }
 
+TEST(RelayPlanner, PrefixTokensRecomputeEveryLayerAndAreKept) {
+  // Runs 2..9 and 12..19: with prefix_tokens 3, positions 2-4 and 12-14 run
+  // every layer from 0 (epic's rows) and the hook never drops them; the
+  // others keep relay's band.
+  Chunk c = chunk(0, 22, {{2, 10}, {12, 20}});
+  RelayConfig cfg = config(1, 3, 20, 1.5, 1.45, 0);
+  cfg.prefix_tokens = 3;
+  std::vector<ReuseRow> rows;
+  std::vector<ReuseHook> hooks;
+  make_relay_planner(cfg)->plan_chunk(c.view(0, 1), &rows, &hooks);
+  ASSERT_EQ(rows.size(), 16u);
+  for (const ReuseRow& r : rows) {
+    const bool prefix = (r.pos >= 2 && r.pos < 5) || (r.pos >= 12 && r.pos < 15);
+    EXPECT_EQ(r.layer_begin, prefix ? 0 : 1) << r.pos;
+    EXPECT_EQ(r.layer_end, prefix ? -1 : 20) << r.pos;
+  }
+  ASSERT_EQ(hooks.size(), 1u);
+  std::vector<int32_t> pos;
+  std::vector<float> dev;
+  for (int32_t p = 0; p < 22; ++p) pos.push_back(p), dev.push_back(p == 8 ? 0.5f : 0.01f);
+  // Kept: new positions, the prefixes, and 8 (deviation).
+  EXPECT_EQ(kept(hooks[0], pos, dev), (std::vector<int32_t>{0, 1, 2, 3, 4, 8, 10, 11, 12, 13, 14, 20, 21}));
+  // A run that began before the chunk (run_start 0, chunk from 10) is past
+  // its prefix here.
+  Chunk later = chunk(10, 6, {{10, 16}});
+  for (int32_t& r : later.run_start) r = 0;
+  rows.clear();
+  hooks.clear();
+  make_relay_planner(cfg)->plan_chunk(later.view(10, 1), &rows, &hooks);
+  for (const ReuseRow& r : rows) EXPECT_EQ(r.layer_begin, 1) << r.pos;
+  KvSharingParams p;
+  p.prefix_tokens = -1;
+  EXPECT_EQ(sharing_scheme_get("relay")->check_params(p).code(), ErrorCode::kInvalidArgument);
+  p.prefix_tokens = 16;
+  EXPECT_EQ(sharing_scheme_get("relay")->check_params(p).code(), ErrorCode::kOk);
+  EXPECT_EQ(sharing_scheme_get("epic")->check_params(p).code(), ErrorCode::kInvalidArgument);
+}
+
 TEST(RelayPlanner, ParametersAreChecked) {
   const SharingScheme* s = sharing_scheme_get("relay");
   ASSERT_NE(s, nullptr);
