@@ -43,3 +43,26 @@ def test_rows_without_scores_or_unpaired_are_errors(tmp_path):
     assert out.returncode != 0 and "per-prompt scores" in out.stderr
     out = run(tmp_path, [{"task": "vt", "label": "full", "scores": [1, 0]}, {"task": "vt", "label": "x", "scores": [1]}])
     assert out.returncode != 0 and "1 prompts against full's 2" in out.stderr
+
+
+def test_kl_ratio_to_a_base_scheme_is_paired(tmp_path):
+    # b's KL is twice a's on every prompt: the ratio is 2 in every resample.
+    # c's is a's on prompts 0-1 and 3x on 2-3: 8/4 = 2 overall, and a
+    # resample that draws only the first two gives 1, only the last two 3.
+    rows = [{"task": "vt", "label": "full", "scores": [1, 1, 1, 1]},
+            {"task": "vt", "label": "a", "scores": [1, 1, 1, 1], "kls": [1, 1, 1, 1], "reuses": [0.5] * 4},
+            {"task": "vt", "label": "b", "scores": [1, 1, 1, 1], "kls": [2, 2, 2, 2], "reuses": [0.25] * 4},
+            {"task": "vt", "label": "c", "scores": [1, 1, 1, 1], "kls": [1, 1, 3, 3], "reuses": [0.5] * 4}]
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"rows": rows}))
+    out = subprocess.run([sys.executable, str(TOOL), "--kl-base", "a", "--boot", "400", str(p)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "| a | 1.0000 | 50.0% | 1 |" in out.stdout
+    assert "| b | 2.0000 | 25.0% | 2.00 [2.00, 2.00] |" in out.stdout
+    kl_part = out.stdout.split("mean KL against a")[1]
+    c = next(line for line in kl_part.splitlines() if line.startswith("| c |"))
+    lo, hi = c.split("[")[1].rstrip(" |]").split(", ")
+    assert 1.0 <= float(lo) < 2.0 < float(hi) <= 3.0, c
+    bad = subprocess.run([sys.executable, str(TOOL), "--kl-base", "zz", str(p)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no scheme labelled 'zz'" in bad.stderr
