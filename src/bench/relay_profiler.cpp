@@ -16,6 +16,8 @@ namespace agentkv {
 
 namespace {
 
+constexpr int32_t kWaveChains = 32;  // chains whose agent 1 runs at once
+
 constexpr const char* kNames[] = {"Amara", "Bruno", "Chen", "Dalia", "Emil", "Farah", "Goran", "Hana"};
 constexpr const char* kCities[] = {"Lisbon", "Oslo", "Quito", "Nairobi", "Hanoi", "Tbilisi", "Perth", "Lyon"};
 constexpr const char* kItems[] = {"bicycle", "violin", "telescope", "kayak", "camera", "piano", "tent", "drone"};
@@ -87,22 +89,33 @@ Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
   AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(o.model_path));
   std::mt19937_64 rng(o.seed);
   std::vector<Sample> samples;
-  std::vector<ServeRequest> first;
-  for (int32_t i = 0; i < o.samples; ++i) {
-    samples.push_back(make_sample(tok, rng, o.doc_tokens));
-    ServeRequest r;
-    r.prompt = samples.back().prompt1;
-    r.max_tokens = o.gen_tokens;
-    r.sampling.temperature = 0;
-    first.push_back(std::move(r));
-  }
-  if (o.progress) o.progress("agent 1: " + std::to_string(o.samples) + " summaries of up to " +
-                             std::to_string(o.gen_tokens) + " tokens");
-  AKV_ASSIGN_OR_RETURN(auto summaries, run_all(*eng, std::move(first)));
+  for (int32_t i = 0; i < o.samples; ++i) samples.push_back(make_sample(tok, rng, o.doc_tokens));
+  // Agent 1 runs in waves whose K/V the cache holds until agent 2 reads it
+  // (the whole of 128 chains of 256 generated tokens does not fit in 1 GiB:
+  // LRU evicted most summaries before their agent 2 ran).
+  std::vector<std::vector<int32_t>> summaries(samples.size());
+  auto run_wave = [&](int32_t begin, int32_t end) -> Status {
+    std::vector<ServeRequest> first;
+    for (int32_t i = begin; i < end; ++i) {
+      ServeRequest r;
+      r.prompt = samples[i].prompt1;
+      r.max_tokens = o.gen_tokens;
+      r.sampling.temperature = 0;
+      first.push_back(std::move(r));
+    }
+    if (o.progress) {
+      o.progress("agent 1: summaries " + std::to_string(begin + 1) + "-" + std::to_string(end) +
+                 " of up to " + std::to_string(o.gen_tokens) + " tokens");
+    }
+    AKV_ASSIGN_OR_RETURN(auto out, run_all(*eng, std::move(first)));
+    for (int32_t i = begin; i < end; ++i) summaries[i] = std::move(out[i - begin]);
+    return Status::ok();
+  };
 
   int32_t n_layers = 0;
   RelayCalibration cal;
   for (int32_t i = 0; i < o.samples; ++i) {
+    if (i % kWaveChains == 0) AKV_RETURN_IF_ERROR(run_wave(i, std::min(i + kWaveChains, o.samples)));
     std::vector<int32_t> p2 = task_chat_head(tok, "Answer the question using only these notes.");
     const int32_t summary_at = static_cast<int32_t>(p2.size());
     p2.insert(p2.end(), summaries[i].begin(), summaries[i].end());
@@ -129,7 +142,12 @@ Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
     std::vector<ServeRequest> one;
     one.push_back(std::move(r));
     AKV_RETURN_IF_ERROR(run_all(*eng, std::move(one)).status());
-    if (d.empty()) continue;  // the summary was not found (too short)
+    if (d.empty()) {  // the summary was not found (too short, or evicted)
+      ++cal.lost;
+      if (o.progress)
+        o.progress("agent 2: sample " + std::to_string(i + 1) + " found no reused token: left out");
+      continue;
+    }
     DeviationSample s(n_layers);
     for (int32_t l = 0; l < n_layers; ++l) {
       for (const auto& [pos, v] : d[l]) s[l].push_back(v);

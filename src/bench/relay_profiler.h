@@ -48,6 +48,7 @@ struct RelayCalibration {
   RelayProfile profile;
   std::vector<RelaySampleStats> samples;  // per chain, for relay_bootstrap
   std::vector<RelayChain> chains;         // the same chains, in order
+  int32_t lost = 0;                       // chains whose agent 2 found nothing to reuse
 };
 
 Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o);

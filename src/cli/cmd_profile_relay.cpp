@@ -68,6 +68,9 @@ void run(ProfileArgs& a) {
       "l_end %s\n",
       p->l_start, p->l_det, p->l_end, p->l_start, p->l_end, p->samples, static_cast<long long>(p->tokens),
       p->rules.det_rule.c_str(), p->rules.end_rule.c_str());
+  if (cal->lost > 0) {
+    std::printf("%d of %d chains found no reused token and are left out\n", cal->lost, a.o.samples);
+  }
   if (a.bootstrap > 0) print_bootstrap(a, cal->samples);
   if (!a.chains_out.empty()) {
     std::ofstream f(a.chains_out);

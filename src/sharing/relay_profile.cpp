@@ -77,9 +77,18 @@ Result<RelaySampleStats> relay_sample_stats(const DeviationSample& s) {
   st.tokens = static_cast<int64_t>(n);
   st.sim_sum.assign(L, 0.0);
   st.rho.assign(L, nan());
+  // A layer whose deviations are at the rounding floor ranks its tokens by
+  // noise: layer 0's V depends on the token alone, and its d (an f32 V
+  // against the f16 one cached) is about 1.5e-8. Its correlation with the
+  // next layer is undefined, as when the deviations are exactly equal.
+  auto ranked = [&](int32_t l) {
+    double sum = 0;
+    for (float d : s[l]) sum += d;
+    return n > 0 && sum / static_cast<double>(n) >= kRelayRankFloor;
+  };
   for (int32_t l = 0; l < L; ++l) {
     for (float d : s[l]) st.sim_sum[l] += 1.0 - d;
-    if (l > 0) st.rho[l] = spearman(s[l], s[l - 1]);
+    if (l > 0 && ranked(l) && ranked(l - 1)) st.rho[l] = spearman(s[l], s[l - 1]);
   }
   return st;
 }

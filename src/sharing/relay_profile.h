@@ -59,6 +59,10 @@ struct RelaySampleStats {
   int64_t tokens = 0;
 };
 
+// A layer whose mean deviation is below this ranks no tokens: rho is
+// undefined (NaN) next to it. f16 rounding alone gives about 1.5e-8.
+inline constexpr double kRelayRankFloor = 1e-5;
+
 // kInvalidArgument for a sample without layers or with ragged layers.
 Result<RelaySampleStats> relay_sample_stats(const DeviationSample& s);
 

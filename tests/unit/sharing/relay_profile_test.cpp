@@ -164,6 +164,23 @@ TEST(RelayProfile, SampleStatsGiveTheProfileOfTheSamples) {
   EXPECT_EQ(b->tokens, 18);
 }
 
+TEST(RelayProfile, ALayerAtTheRoundingFloorRanksNothing) {
+  // Layer 0 deviates by f16 rounding (~1e-8, in some order): its ranking is
+  // noise, and rho_1 is undefined; layers 1 and 2 deviate for real.
+  DeviationSample d(3);
+  d[0] = {1.5e-8f, 1.2e-8f, 1.7e-8f, 1.1e-8f};
+  d[1] = {0.01f, 0.02f, 0.03f, 0.04f};
+  d[2] = {0.02f, 0.01f, 0.04f, 0.03f};
+  auto st = relay_sample_stats(d);
+  ASSERT_TRUE(st.is_ok());
+  EXPECT_TRUE(std::isnan(st->rho[1]));
+  EXPECT_NEAR(st->rho[2], 0.6, 1e-12);          // ranks (1 2 3 4) against (2 1 4 3)
+  d[0] = {1.5e-4f, 1.2e-4f, 1.7e-4f, 1.1e-4f};  // above the floor: ranked
+  st = relay_sample_stats(d);
+  ASSERT_TRUE(st.is_ok());
+  EXPECT_FALSE(std::isnan(st->rho[1]));
+}
+
 TEST(RelayProfile, BadSamplesAreErrors) {
   EXPECT_FALSE(compute_relay_profile({}, RelayProfileRules{}).is_ok());
   DeviationSample ragged(3);
