@@ -66,3 +66,23 @@ def test_kl_ratio_to_a_base_scheme_is_paired(tmp_path):
     assert 1.0 <= float(lo) < 2.0 < float(hi) <= 3.0, c
     bad = subprocess.run([sys.executable, str(TOOL), "--kl-base", "zz", str(p)], capture_output=True, text=True)
     assert bad.returncode != 0 and "no scheme labelled 'zz'" in bad.stderr
+
+
+def test_two_runs_are_compared_prompt_by_prompt(tmp_path):
+    """tools/fidelity_compare_runs.py: B's KL is half A's on every prompt
+    (ratio 0.50 in every resample); only the first --prompts are read."""
+    tool = Path(__file__).resolve().parents[2] / "tools" / "fidelity_compare_runs.py"
+    a = {"rows": [{"task": "t", "label": "full", "scores": [1, 1, 1], "kls": [0, 0, 0], "reuses": [0, 0, 0]},
+                  {"task": "t", "label": "x", "scores": [1, 0, 1], "kls": [2, 4, 6], "reuses": [0.5, 0.5, 0.5]}]}
+    b = {"rows": [{"task": "t", "label": "full", "scores": [1, 1], "kls": [0, 0], "reuses": [0, 0]},
+                  {"task": "t", "label": "x", "scores": [1, 1], "kls": [1, 2], "reuses": [0.5, 0.5]}]}
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a))
+    pb.write_text(json.dumps(b))
+    out = subprocess.run([sys.executable, str(tool), str(pa), str(pb), "--task", "t", "--names", "q8,f32",
+                          "--boot", "200"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "the first 2 prompts" in out.stdout
+    assert "| x | 3.0000 | 1.5000 | 0.50 [0.50, 0.50] | 50% | 100% | 50.0% | 50.0% |" in out.stdout, out.stdout
+    bad = subprocess.run([sys.executable, str(tool), str(pa), str(pb), "--task", "zz"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no scheme of task zz" in bad.stderr
