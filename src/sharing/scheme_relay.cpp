@@ -24,6 +24,8 @@
 //     we also reuse prompt-phase K/V, which has no influence score and is
 //     selected by deviation and suffix only);
 //   - the suffix is per reused run: each relayed segment ends somewhere;
+//   - prefix_tokens' rows count in the deviation mean at l_det like any
+//     reused row (they are always kept, so only the cut moves);
 //   - cosines are per KV head (the paper's "1/H sum over heads").
 // Exact limit: l_start = 0, l_end = L and both thresholds 0 select every
 // reused token in every layer, which is full prefill (bitwise).
