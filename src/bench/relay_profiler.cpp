@@ -159,8 +159,6 @@ Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
     c.prompt2 = std::move(p2);
     c.summary_at = summary_at;
     for (const auto& [pos, v] : d[0]) c.positions.push_back(pos);
-    for (double x : st.sim_sum)
-      c.similarity.push_back(x / static_cast<double>(std::max<int64_t>(st.tokens, 1)));
     cal.chains.push_back(std::move(c));
     cal.samples.push_back(std::move(st));
     if (o.progress) {

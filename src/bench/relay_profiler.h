@@ -33,15 +33,14 @@ struct RelayProfilerOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// One calibration chain as measured, for an independent check of the
-// similarity (tests/python/test_relay_profile_ref.py).
+// One calibration chain as measured (its s_l: the matching sample's
+// sim_sum / tokens), for an independent check of the similarity (tests/python/test_relay_profile_ref.py).
 struct RelayChain {
   std::vector<int32_t> prompt1;    // agent 1's prompt
   std::vector<int32_t> summary;    // what agent 1 generated
   std::vector<int32_t> prompt2;    // agent 2's prompt: head, summary, question
   int32_t summary_at = 0;          // where the summary starts in prompt2
   std::vector<int32_t> positions;  // prompt2 positions compared (the reused tokens)
-  std::vector<double> similarity;  // per layer: mean over them of 1 - d
 };
 
 struct RelayCalibration {

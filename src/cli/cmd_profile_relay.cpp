@@ -3,6 +3,7 @@
 // serving engine (src/bench/relay_profiler.h), prints s_l and rho_l per
 // layer with the chosen l_start, l_det and l_end, and writes the profile
 // JSON that `serve --relay-profile` and the benchmarks load.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -74,10 +75,15 @@ void run(ProfileArgs& a) {
   if (a.bootstrap > 0) print_bootstrap(a, cal->samples);
   if (!a.chains_out.empty()) {
     std::ofstream f(a.chains_out);
-    for (const RelayChain& c : cal->chains) {
+    for (size_t k = 0; k < cal->chains.size(); ++k) {
+      const RelayChain& c = cal->chains[k];
+      const RelaySampleStats& st = cal->samples[k];
+      std::vector<double> similarity;
+      for (double x : st.sim_sum)
+        similarity.push_back(x / static_cast<double>(std::max<int64_t>(st.tokens, 1)));
       f << nlohmann::json{{"prompt1", c.prompt1},     {"summary", c.summary},
                           {"prompt2", c.prompt2},     {"summary_at", c.summary_at},
-                          {"positions", c.positions}, {"similarity", c.similarity}}
+                          {"positions", c.positions}, {"similarity", similarity}}
                .dump()
         << "\n";
     }
