@@ -6,7 +6,10 @@
 //   avx2      pmaddubsw + pmaddwd by ones (+ add): the AVX2 q8 path of 4-bit weights
 //   avx2-wide vpmovzx/sxbw + pmaddwd + phaddd: the exact emulation q8_0 weights take
 //   avxvnni   vpdpbusd on 256-bit vectors (AVX-VNNI)
-//   avx512    vpdpbusd on 256-bit vectors (AVX512-VNNI + VL), as the q8 kernels use it
+//   avx512    vpdpbusd on 256-bit vectors (AVX512-VNNI + VL), as the q8 decode kernels use it
+//   avx512-zmm vpdpbusd on 512-bit vectors, as the q8 prefill (panel) kernels use it
+// The VNNI loops run 12 accumulator chains: vpdpbusd's latency is 4-5
+// cycles at up to two per cycle, and fewer chains would measure the latency.
 // An ISA this CPU lacks is listed as such, never run. AMX is not measured:
 // there is no AMX kernel yet.
 #include <immintrin.h>
@@ -30,7 +33,7 @@ constexpr int64_t kInner = 4096;  // iterations between clock reads
 // multiplies (latency 1, off the accumulator chain), so the figure is at
 // most a few percent below the units' peak.
 using Kernel = int64_t (*)(int64_t iters, int seed);
-constexpr int64_t kMacsPerStep = kChains * 32;  // 32 u8 x s8 products per 256-bit op
+constexpr int kVnniChains = 12;  // accumulators only (the inputs are loop-invariant)
 
 // The chains' inputs and zeroed accumulators; the accumulators' first lane,
 // summed (AVX2 only: the x86-64-v3 baseline, inlined into every kernel).
@@ -77,31 +80,50 @@ __attribute__((target("avx2,fma"))) int64_t run_avx2_wide(int64_t iters, int see
 }
 
 __attribute__((target("avx2,avxvnni"))) int64_t run_avxvnni(int64_t iters, int seed) {
-  __m256i acc[kChains];
-  __m256i u[kChains];
+  __m256i acc[kVnniChains];
+  for (auto& a : acc) a = _mm256_setzero_si256();
+  const __m256i u0 = _mm256_set1_epi8(static_cast<char>(seed & 15)),
+                u1 = _mm256_set1_epi8(static_cast<char>(seed & 7));
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  start(u, acc, seed);
   for (int64_t i = 0; i < iters; ++i) {
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_dpbusd_avx_epi32(acc[c], u[c], s);
+    for (int c = 0; c < kVnniChains; ++c) acc[c] = _mm256_dpbusd_avx_epi32(acc[c], c & 1 ? u1 : u0, s);
   }
-  return lane0_sum(acc);
+  for (int c = 1; c < kVnniChains; ++c) acc[0] = _mm256_add_epi32(acc[0], acc[c]);
+  return _mm256_extract_epi32(acc[0], 0);
 }
 
 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int64_t run_avx512(int64_t iters, int seed) {
-  __m256i acc[kChains];
-  __m256i u[kChains];
+  __m256i acc[kVnniChains];
+  for (auto& a : acc) a = _mm256_setzero_si256();
+  const __m256i u0 = _mm256_set1_epi8(static_cast<char>(seed & 15)),
+                u1 = _mm256_set1_epi8(static_cast<char>(seed & 7));
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  start(u, acc, seed);
   for (int64_t i = 0; i < iters; ++i) {
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_dpbusd_epi32(acc[c], u[c], s);
+    for (int c = 0; c < kVnniChains; ++c) acc[c] = _mm256_dpbusd_epi32(acc[c], c & 1 ? u1 : u0, s);
   }
-  return lane0_sum(acc);
+  for (int c = 1; c < kVnniChains; ++c) acc[0] = _mm256_add_epi32(acc[0], acc[c]);
+  return _mm256_extract_epi32(acc[0], 0);
+}
+
+__attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int64_t run_avx512_zmm(int64_t iters,
+                                                                                            int seed) {
+  __m512i acc[kVnniChains];
+  for (auto& a : acc) a = _mm512_setzero_si512();
+  const __m512i u0 = _mm512_set1_epi8(static_cast<char>(seed & 15)),
+                u1 = _mm512_set1_epi8(static_cast<char>(seed & 7));
+  const __m512i s = _mm512_set1_epi8(static_cast<char>(seed | 1));
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int c = 0; c < kVnniChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], c & 1 ? u1 : u0, s);
+  }
+  for (int c = 1; c < kVnniChains; ++c) acc[0] = _mm512_add_epi32(acc[0], acc[c]);
+  return _mm512_reduce_add_epi32(acc[0]);
 }
 
 struct Isa {
   const char* name;
   Kernel kernel;
   bool (*has)();
+  int64_t macs_per_iter;  // u8 x s8 products of one loop iteration
 };
 
 bool has_avx2() {
@@ -114,13 +136,15 @@ bool has_avx512() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
-const Isa kIsas[] = {{"avx2", run_avx2, has_avx2},
-                     {"avx2-wide", run_avx2_wide, has_avx2},
-                     {"avxvnni", run_avxvnni, has_avxvnni},
-                     {"avx512", run_avx512, has_avx512}};
+const Isa kIsas[] = {{"avx2", run_avx2, has_avx2, kChains * 32},
+                     {"avx2-wide", run_avx2_wide, has_avx2, kChains * 32},
+                     {"avxvnni", run_avxvnni, has_avxvnni, kVnniChains * 32},
+                     {"avx512", run_avx512, has_avx512, kVnniChains * 32},
+                     {"avx512-zmm", run_avx512_zmm, has_avx512, kVnniChains * 64}};
 
 // MACs per second of `threads` threads running k for about `seconds`.
-double rate(Kernel k, int threads, double seconds) {
+double rate(const Isa& isa, int threads, double seconds) {
+  const Kernel k = isa.kernel;
   std::vector<double> per(threads);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
@@ -134,7 +158,7 @@ double rate(Kernel k, int threads, double seconds) {
         steps += kInner;
         elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-      per[t] = static_cast<double>(steps) * kMacsPerStep / elapsed;
+      per[t] = static_cast<double>(steps) * static_cast<double>(isa.macs_per_iter) / elapsed;
     });
   }
   for (auto& th : pool) th.join();
@@ -167,7 +191,7 @@ int main(int argc, char** argv) {
     }
     for (int t : threads) {
       double best = 0;
-      for (int r = 0; r < reps; ++r) best = std::max(best, rate(isa.kernel, t, seconds));
+      for (int r = 0; r < reps; ++r) best = std::max(best, rate(isa, t, seconds));
       std::printf("| %s | %d | %.1f |\n", isa.name, t, best / 1e9);
     }
   }

@@ -8,6 +8,8 @@
 //    that one 32-bit lane holds four consecutive bytes of one column: a
 //    broadcast of four activation bytes then feeds eight columns per
 //    instruction, with no reduction (llama.cpp's repacked layouts work so).
+//    The AVX512-VNNI variant lays the panel out for 512-bit vectors, sixteen
+//    columns per instruction, with the same per-lane arithmetic.
 // Integer products run on AVX512-VNNI / AVX-VNNI (vpdpbusd), or its exact
 // AVX2 emulation, or scalar code: matmul_q8_body.inc is compiled once per
 // instruction set, and the kernel is chosen at run time (select_q8_isa), so
