@@ -29,8 +29,10 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "backend/cpu/attention_wide.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kv_convert.h"
 #include "backend/cpu/simd.h"
@@ -45,6 +47,7 @@ constexpr int kQueries = 32;  // query vectors per work item, when rows allow
 // of f32 K and V, a few hundred microseconds of work.
 constexpr int32_t kChunkKeys = 512;
 static_assert(kChunkKeys % kKeys == 0, "chunks are whole tiles");
+static_assert(kKeys == cpu::kWideTileKeys, "the 512-bit tile kernels take tiles of the same width");
 
 struct Item {
   int32_t seq, r0, r1;  // rows [r0, r1) of sequence seq
@@ -335,6 +338,23 @@ void accumulate_pv_heads(float* acc, const float* p, const typename L::T* const*
   for (; q < nq; ++q) accumulate_pv<L>(acc + q * D, p + q * kKeys, v, n, D);
 }
 
+// accumulate_pv_heads on 512-bit vectors where the chosen ISA has them
+// (attention_wide.h: the same chains, so the same bits), else as above.
+template <class L>
+void pv_heads_any(bool wide, float* acc, const float* p, const typename L::T* const* v, int n, int D,
+                  int nq) {
+  if (wide && D % 32 == 0) {
+    if constexpr (std::is_same_v<L, LoadF32>) {
+      return cpu::wide_pv_heads(acc, p, v, n, D, nq);
+    } else if constexpr (std::is_same_v<L, LoadF16>) {
+      return cpu::wide_pv_heads_f16(acc, p, v, n, D, nq);
+    } else {
+      return cpu::wide_pv_heads_bf16(acc, p, v, n, D, nq);
+    }
+  }
+  accumulate_pv_heads<L>(acc, p, v, n, D, nq);
+}
+
 // accumulate_pv_heads plus Flash-LoRA-Attention's accumulator in the same
 // pass over the keys, for the ranks pv_heads takes along (8 and 16, the
 // LR rows in the V rows' dtype). False: not taken; the caller runs the two
@@ -540,6 +560,7 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   const int64_t width = int64_t(kv.kv_heads) * D;
   const int nh = it.h1 - it.h0;
   const int nq = (it.r1 - it.r0) * nh;
+  const bool wide = cpu::attention_wide();
   sc.qs.resize(size_t(nq) * D);
   sc.kt.resize(size_t(D) * kKeys);
   sc.kp.resize(kKeys);
@@ -648,7 +669,11 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
     } else {
       gather_keys_transposed<LoadF16>(sc.k16.data(), tn, D, sc.kt.data());
     }
-    tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
+    if (wide) {
+      cpu::wide_tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
+    } else {
+      tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
+    }
     for (int qi = 0; qi < nq; ++qi) {
       if (sc.qpos[qi] < j0) continue;  // every key of the tile is in its future
       const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
@@ -686,17 +711,17 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
         together =
             lr_acc && lr_dtype == KvDType::kF32 &&
             accumulate_pv_lr_heads<LoadF32>(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R, nh);
-        if (!together) accumulate_pv_heads<LoadF32>(acc, p, sc.vp.data(), valid, D, nh);
+        if (!together) pv_heads_any<LoadF32>(wide, acc, p, sc.vp.data(), valid, D, nh);
       } else if (bf16) {
         together =
             lr_acc && lr_dtype == KvDType::kBF16 &&
             accumulate_pv_lr_heads<LoadBF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
-        if (!together) accumulate_pv_heads<LoadBF16>(acc, p, sc.v16.data(), valid, D, nh);
+        if (!together) pv_heads_any<LoadBF16>(wide, acc, p, sc.v16.data(), valid, D, nh);
       } else {
         together =
             lr_acc && lr_dtype == KvDType::kF16 &&
             accumulate_pv_lr_heads<LoadF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
-        if (!together) accumulate_pv_heads<LoadF16>(acc, p, sc.v16.data(), valid, D, nh);
+        if (!together) pv_heads_any<LoadF16>(wide, acc, p, sc.v16.data(), valid, D, nh);
       }
       if (!lr_acc || together) continue;
       // Flash-LoRA-Attention's second accumulator, in a pass of its own.

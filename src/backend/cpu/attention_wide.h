@@ -1,0 +1,29 @@
+// The two inner products of paged attention (attention.cpp) on 512-bit
+// vectors, for CPUs with AVX-512F: q·K over a tile of 32 keys and P·V.
+// Each output element runs the same chain of fused multiply-adds as the
+// AVX2 kernels of attention.cpp (one chain per score over the head
+// dimension, one per output element over the keys, in increasing order), so
+// the bits are the same; a vector holds sixteen of those chains instead of
+// eight. They run where the instruction set chosen at run time (`--isa`, see
+// matmul_q8.h) is avx512.
+#pragma once
+
+#include <cstdint>
+
+namespace agentkv::cpu {
+
+inline constexpr int kWideTileKeys = 32;  // attention.cpp's kKeys
+
+// True where these kernels are compiled in (GCC) and the chosen ISA is avx512.
+bool attention_wide();
+
+// s[qi][t] = qs[qi] · kt[:, t] for t < 32: qs rows D apart, kt (D, 32), s rows 32 apart.
+void wide_tile_scores(const float* qs, const float* kt, float* s, int nq, int D);
+
+// acc[q][0..D) += sum_{t < n} p[q][t] * v[t][0..D) for q < nq: acc rows D
+// apart, p rows 32 apart; D % 32 == 0. V rows in f32, f16 or bf16.
+void wide_pv_heads(float* acc, const float* p, const float* const* v, int n, int D, int nq);
+void wide_pv_heads_f16(float* acc, const float* p, const uint16_t* const* v, int n, int D, int nq);
+void wide_pv_heads_bf16(float* acc, const float* p, const uint16_t* const* v, int n, int D, int nq);
+
+}  // namespace agentkv::cpu
