@@ -29,56 +29,64 @@ constexpr int kChains = 6;  // independent chains (inputs and accumulators fit t
 constexpr int64_t kInner = 4096;  // iterations between clock reads
 
 // Each returns a value derived from every accumulator, so nothing is elided.
-// The AVX2 kernels step each input by one byte add per iteration, or the
-// compiler would hoist the loop-invariant product; the add runs beside the
-// multiplies (latency 1, off the accumulator chain), so the figure is at
-// most a few percent below the units' peak.
+// The AVX2 kernels' products are pure functions of loop-invariant inputs,
+// which the compiler would hoist: an empty asm statement makes the shared
+// input opaque on every iteration at no cost in instructions. (Until 2026-11-28
+// they stepped each input by a byte add instead, one more vector op per
+// product that the kernels do not run: the AVX2 figures of 2026-11-27 are
+// low by up to a quarter.)
 using Kernel = int64_t (*)(int64_t iters, int seed);
 constexpr int kVnniChains = 12;  // accumulators only (the inputs are loop-invariant)
 
-// The chains' inputs and zeroed accumulators; the accumulators' first lane,
-// summed (AVX2 only: the x86-64-v3 baseline, inlined into every kernel).
-inline __attribute__((always_inline)) void start(__m256i* u, __m256i* acc, int seed) {
-  for (int c = 0; c < kChains; ++c) u[c] = _mm256_set1_epi8(static_cast<char>((seed + c) & 15)), acc[c] = _mm256_setzero_si256();
-}
-inline __attribute__((always_inline)) int64_t lane0_sum(const __m256i* acc) {
-  __m256i t = acc[0];
-  for (int c = 1; c < kChains; ++c) t = _mm256_add_epi32(t, acc[c]);
+// Six chains in named variables (as arrays, GCC 12 kept some on the
+// stack): 6 accumulators, 6 inputs and 2 constants fit the 16 ymm registers. Each chain's product is
+// off its accumulator's path (one add per step), so six saturate the units.
+#define AGENTKV_SIX(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+__attribute__((target("avx2,fma"))) int64_t run_avx2(int64_t iters, int seed) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
+#define INIT(c) \
+  __m256i a##c = _mm256_setzero_si256(), u##c = _mm256_set1_epi8(static_cast<char>((seed + c) & 15));
+  AGENTKV_SIX(INIT)
+#undef INIT
+  for (int64_t i = 0; i < iters; ++i) {
+    __asm__("" : "+x"(s));
+#define STEP(c) a##c = _mm256_add_epi32(a##c, _mm256_madd_epi16(_mm256_maddubs_epi16(u##c, s), ones));
+    AGENTKV_SIX(STEP)
+#undef STEP
+  }
+  const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                     _mm256_add_epi32(a4, a5));
   return _mm256_extract_epi32(t, 0);
 }
 
-__attribute__((target("avx2,fma"))) int64_t run_avx2(int64_t iters, int seed) {
-  __m256i acc[kChains];
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i u[kChains];
-  const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  start(u, acc, seed);
-  for (int64_t i = 0; i < iters; ++i) {
-    for (int c = 0; c < kChains; ++c) {
-      acc[c] = _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(u[c], s), ones));
-      u[c] = _mm256_add_epi8(u[c], s);  // not loop-invariant: the product cannot be hoisted
-    }
-  }
-  return lane0_sum(acc);
-}
-
 __attribute__((target("avx2,fma"))) int64_t run_avx2_wide(int64_t iters, int seed) {
-  __m256i acc[kChains];
-  __m256i u[kChains];
   const __m256i s = _mm256_set1_epi8(static_cast<char>(seed | 1));
-  start(u, acc, seed);
+  __m256i s_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(s));
+  __m256i s_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(s, 1));
+#define INIT(c) \
+  __m256i a##c = _mm256_setzero_si256(), u##c = _mm256_set1_epi8(static_cast<char>((seed + c) & 15));
+  AGENTKV_SIX(INIT)
+#undef INIT
   for (int64_t i = 0; i < iters; ++i) {
-    for (int c = 0; c < kChains; ++c) {
-      const __m256i lo = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u[c])),
-                                           _mm256_cvtepi8_epi16(_mm256_castsi256_si128(s)));
-      const __m256i hi = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(u[c], 1)),
-                                           _mm256_cvtepi8_epi16(_mm256_extracti128_si256(s, 1)));
-      acc[c] = _mm256_add_epi32(acc[c], _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xd8));
-      u[c] = _mm256_add_epi8(u[c], s);
-    }
+    __asm__("" : "+x"(s_lo), "+x"(s_hi));
+    // The kernels' emulation widens both operands; the activations' widening
+    // is hoisted here, which flatters this figure slightly.
+#define STEP(c)                                                                                          \
+  {                                                                                                      \
+    const __m256i lo = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(u##c)), s_lo);      \
+    const __m256i hi = _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(u##c, 1)), s_hi); \
+    a##c = _mm256_add_epi32(a##c, _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xd8));            \
   }
-  return lane0_sum(acc);
+    AGENTKV_SIX(STEP)
+#undef STEP
+  }
+  const __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                     _mm256_add_epi32(a4, a5));
+  return _mm256_extract_epi32(t, 0);
 }
+#undef AGENTKV_SIX
 
 // AVX-VNNI has 16 vector registers: 8 chains and the 3 inputs fit (with 12,
 // GCC spilled the accumulators to the stack on every iteration).
