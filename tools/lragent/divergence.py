@@ -16,7 +16,10 @@ positions, with ||.|| the Frobenius norm and b's own value as the reference
            what every sharing scheme reads in place of b's own K;
   Vb       ||X_a W_v - X_b W_v|| / ||X_b W_v||: base V, BaseShared's error;
   Vb_cos   cosine similarity of the two base V rows, averaged over tokens:
-           the paper's Table 1 measure (0.96 for Llama-3.1-8B);
+           the paper's Table 1 "base cache" (0.9726 Llama-3.1-8B, 0.9530
+           Ministral-8B);
+  V_cos    the same for the full V rows (Table 1 "full cache": 0.9576, 0.9200);
+  K_cos    the same for the K rows (App. A.3: 0.9922, 0.9840);
   V_full   ||V_a(a) - V_b(b)|| / ||V_b(b)||, V(j) = X W_v + s (X A_v) B_j:
            FullShared's error on V;
   V_baselr ||X_a W_v + s (X_a A_v) B_b - V_b(b)|| / ||V_b(b)||: BaseLRShared's
@@ -25,7 +28,9 @@ and, per adapter, how far it moves the base model:
   X_base   ||X_a - X_base|| / ||X_base|| (X_base: the model without adapter);
   dV       ||s (X_a A_v) B_a|| / ||X_a W_v||: its own LoRA term in V.
 
-Each is averaged over layers 5-29 (--layers) and over the instances.
+Each is averaged over every layer (--layers; the paper's Table 1 and Fig. 7
+average all layers; before 2026-11-28 this script skipped layers 0-4) and
+over the instances.
 
   OPENBLAS_NUM_THREADS=1 nice -n 10 .venv/bin/python tools/lragent/divergence.py \\
       --sets adapters --n 4 --out /tmp/divergence.json
@@ -96,12 +101,14 @@ def heads_to_rows(v):
 def pair_metrics(model, ad_b, xa, ca, xb, cb):
     """Per-layer relative differences of producer a's inputs from consumer
     b's own (see the module docstring)."""
-    out = {k: [] for k in ("X", "K", "Vb", "V_full", "V_baselr", "Vb_cos")}
+    out = {k: [] for k in ("X", "K", "Vb", "V_full", "V_baselr", "Vb_cos", "V_cos", "K_cos")}
     for il in range(model.hp.n_layer):
         out["X"].append(rel(xa[il] - xb[il], xb[il]))
         out["K"].append(rel(ca.k[il] - cb.k[il], cb.k[il]))
         out["Vb"].append(rel(ca.vb[il] - cb.vb[il], cb.vb[il]))
         out["Vb_cos"].append(cos(heads_to_rows(ca.vb[il]), heads_to_rows(cb.vb[il])))
+        out["V_cos"].append(cos(heads_to_rows(ca.v[il]), heads_to_rows(cb.v[il])))
+        out["K_cos"].append(cos(heads_to_rows(ca.k[il]), heads_to_rows(cb.k[il])))
         out["V_full"].append(rel(ca.v[il] - cb.v[il], cb.v[il]))
         vb_a = heads_to_rows(ca.vb[il])
         v_lr = vb_a + ad_b.v_up(il, ca.lr[il])  # A's base rows and LR rows, B's own B
@@ -124,11 +131,10 @@ def main(argv=None):
                     help="adapter folders (under tools/lragent/ or paths), each with plan/action/reflect")
     ap.add_argument("--n", type=int, default=4, help="evaluation instances (seed --seed, indices 0..n-1)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--layers", default="5-29", help="layers averaged, FIRST-LAST")
+    ap.add_argument("--layers", default="all", help="layers averaged: FIRST-LAST, or all")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     ap.add_argument("--out", help="write everything (per layer too) as JSON")
     args = ap.parse_args(argv)
-    lo, hi = (int(s) for s in args.layers.split("-"))
     dtype = np.float64 if args.dtype == "float64" else np.float32
 
     t0 = time.time()
@@ -142,6 +148,7 @@ def main(argv=None):
     print(f"[divergence] model load {time.time() - t0:.1f}s; {args.n} trajectories of "
           f"{min(map(len, trajs))}-{max(map(len, trajs))} tokens", file=sys.stderr, flush=True)
 
+    lo, hi = (0, model.hp.n_layer - 1) if args.layers == "all" else (int(s) for s in args.layers.split("-"))
     base = [run_agent(model, None, t)[0] for t in trajs]
     result = {"args": vars(args), "sets": {}}
     for s in args.sets.split(","):
@@ -167,10 +174,16 @@ def main(argv=None):
 
     for s, d in result["sets"].items():
         print(f"\n{s}: relative difference, mean over layers {lo}-{hi}, {args.n} instances")
-        print(f"  {'pair a->b':16s}" + "".join(f"{k:>10s}" for k in ("X", "K", "Vb", "V_full", "V_baselr", "Vb_cos")))
+        cols = ("X", "K", "Vb", "V_full", "V_baselr", "Vb_cos", "V_cos", "K_cos")
+        print(f"  {'pair a->b':16s}" + "".join(f"{k:>10s}" for k in cols))
         for a, b in PAIRS:
             m = d["mean"][f"{a}->{b}"]
-            print(f"  {a + '->' + b:16s}" + "".join(f"{m[k]:10.3f}" for k in ("X", "K", "Vb", "V_full", "V_baselr", "Vb_cos")))
+            print(f"  {a + '->' + b:16s}" + "".join(f"{m[k]:10.3f}" for k in cols))
+        mean_pairs = {k: float(np.mean([d["mean"][f"{a}->{b}"][k] for a, b in PAIRS])) for k in cols}
+        d["mean_over_pairs"] = mean_pairs
+        print(f"  {'mean of pairs':16s}" + "".join(f"{mean_pairs[k]:10.3f}" for k in cols))
+        print(f"  {'paper (Llama)':16s}" + " " * 50 + f"{0.9726:10.4f}{0.9576:10.4f}{0.9922:10.4f}")
+        print(f"  {'paper (Ministral)':16s}" + " " * 50 + f"{0.9530:10.4f}{0.9200:10.4f}{0.9840:10.4f}")
         print(f"  {'adapter':16s}{'X_base':>10s}{'dV':>10s}")
         for r in ("plan", "action", "reflect"):
             m = d["mean"][r]

@@ -236,6 +236,10 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=200, help="questions")
     ap.add_argument("--seed", type=int, default=0, help="task seed (training used 1, 101, 201)")
     ap.add_argument("--start", type=int, default=0, help="first question index")
+    ap.add_argument("--people", type=int, default=3, help="people per instance (task.make_instance)")
+    ap.add_argument("--cities", type=int, default=6, help="cities (and countries) per instance")
+    ap.add_argument("--shots", type=int, default=0,
+                    help="worked examples before each question (task.context_text); the adapters' training used the same")
     ap.add_argument("--schemes", default="none", help="comma list of kv_sharing schemes")
     ap.add_argument("--scheme-json", action="append", default=[], metavar="JSON",
                     help='a kv_sharing object, e.g. \'{"scheme": "droidspeak", "critical_layers": [0, 5, 9]}\' '
@@ -256,8 +260,9 @@ def main(argv=None):
 
     with server_url(args) as url:
         nl = newline_id(url)
-        insts = [task.make_instance(args.seed, i) for i in range(args.start, args.start + args.n)]
-        contexts = [tokenize(url, task.context_text(inst)) for inst in insts]
+        insts = [task.make_instance(args.seed, i, n_people=args.people, n_cities=args.cities)
+                 for i in range(args.start, args.start + args.n)]
+        contexts = [tokenize(url, task.context_text(inst, args.shots)) for inst in insts]
         labels = {r: tokenize(url, task.LABELS[r]) for r in task.ROLES}
         runs = []
         adapted = {"plan": args.plan_model, "action": args.action_model, "reflect": args.reflect_model}
@@ -273,7 +278,7 @@ def main(argv=None):
         if args.base_direct:
             runs.append(("none", {r: BASE for r in task.ROLES}, "base direct answer (untrained)"))
         rows = []
-        out = {"url": url, "seed": args.seed, "start": args.start, "n": args.n, "newline_id": nl,
+        out = {"url": url, "seed": args.seed, "start": args.start, "n": args.n, "shots": args.shots, "newline_id": nl,
                "label_ids": labels,
                "max_tokens": args.max_tokens, "runs": []}
         fallback = False

@@ -125,13 +125,35 @@ def documents_text(inst):
             "Places:\n" + "".join(f"- {l}\n" for l in inst["place_lines"]))
 
 
-def context_text(inst):
+# The worked examples of the `shots` variant: instances of a seed no
+# evaluation or training run uses, smaller (2 people, 3 cities).
+DEMO_SEED = 9_999
+
+
+def demo_instance(k):
+    return make_instance(DEMO_SEED, k, n_people=2, n_cities=3)
+
+
+def _user_text(inst):
+    return documents_text(inst) + "Question: " + inst["question"]
+
+
+def context_text(inst, shots=0):
     """The shared context: ChatML system + user turn, and the opened assistant
     turn that the agents' lines fill. Tokenize it as a whole (control tokens
-    recognised, no BOS: SmolLM2 declares none)."""
-    user = documents_text(inst) + "Question: " + inst["question"]
-    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
-            f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
+    recognised, no BOS: SmolLM2 declares none).
+
+    shots > 0 puts that many worked examples before the question, each a user
+    turn (records and question) and the assistant turn of its gold lines:
+    the untrained model then follows the line format (the `shots` variant of
+    the LRAgent protocol, docs/benchmarks.md)."""
+    demos = ""
+    for k in range(shots):
+        d = demo_instance(k)
+        lines = "".join(line + "\n" for _, line in gold_lines(d))
+        demos += f"<|im_start|>user\n{_user_text(d)}<|im_end|>\n<|im_start|>assistant\n{lines}<|im_end|>\n"
+    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n{demos}"
+            f"<|im_start|>user\n{_user_text(inst)}<|im_end|>\n<|im_start|>assistant\n")
 
 
 def gold_steps(inst):
@@ -148,13 +170,13 @@ def gold_lines(inst):
     return [(r, l + g) for r, l, g in gold_steps(inst)]
 
 
-def trajectory_ids(encode, inst, newline_id):
+def trajectory_ids(encode, inst, newline_id, shots=0):
     """Token ids of the gold trajectory, built the way the pipeline builds it:
     the context tokenized whole, then per line the label tokenized alone, the
     generated part tokenized alone, the newline id. Returns (ids, spans) with
     spans = [(role, start, end)], ids[start:end] being what the role
     generates (its tokens and the newline it stops on)."""
-    ids = list(encode(context_text(inst)))
+    ids = list(encode(context_text(inst, shots)))
     spans = []
     for role, label, gen in gold_steps(inst):
         ids += list(encode(label))
@@ -208,13 +230,14 @@ def main(argv=None):
     ap.add_argument("--start", type=int, default=0, help="first instance index")
     ap.add_argument("--n", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="print the instances as JSON lines")
+    ap.add_argument("--shots", type=int, default=0, help="worked examples before the question")
     args = ap.parse_args(argv)
     for i in range(args.start, args.start + args.n):
         inst = make_instance(args.seed, i)
         if args.json:
             print(json.dumps(inst))
             continue
-        print(context_text(inst), end="")
+        print(context_text(inst, args.shots), end="")
         for role, line in gold_lines(inst):
             print(f"{line}    <- {role}")
         print("-" * 60)
