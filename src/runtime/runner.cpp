@@ -105,31 +105,43 @@ void Runner::set_active(const Step& step, const std::vector<int32_t>& want) {
 
 Status Runner::execute(const Step& step, StepOutput* out) {
   AKV_RETURN_IF_ERROR(validate(step));
-  const ModelSpec& s = model_->spec;
-  const int64_t R = static_cast<int64_t>(step.rows.size());
   out->row_layers = 0;
   out->seq_row_layers.assign(step.seqs.size(), 0);
   out->captures.clear();
-  if (!step.copies.empty()) {
-    // Segments found elsewhere in the cache join first, in every layer.
-    const int64_t n = static_cast<int64_t>(step.copies.size());
-    copy_src_.resize(n);
-    copy_dst_.resize(n);
-    copy_delta_.resize(n);
-    for (int64_t i = 0; i < n; ++i) {
-      copy_src_[i] = step.copies[i].src_slot;
-      copy_dst_[i] = step.copies[i].dst_slot;
-      copy_delta_[i] = step.copies[i].delta;
-    }
-    for (int l = 0; l < s.n_layers; ++l) {
-      backend_->kv_copy_rotate(kv_->layer_view(l), copy_src_.data(), copy_dst_.data(), copy_delta_.data(), n, rope_);
-    }
-  }
-  if (R == 0) {
+  apply_copies(step);
+  if (step.rows.empty()) {
     out->logits.clear();
     return Status::ok();
   }
+  plan_rows(step, out);
+  run_layers(step, out);
+  output_logits(step, out);
+  return Status::ok();
+}
 
+// Segments found elsewhere in the cache join first, in every layer.
+void Runner::apply_copies(const Step& step) {
+  if (step.copies.empty()) return;
+  const int64_t n = static_cast<int64_t>(step.copies.size());
+  copy_src_.resize(n);
+  copy_dst_.resize(n);
+  copy_delta_.resize(n);
+  for (int64_t i = 0; i < n; ++i) {
+    copy_src_[i] = step.copies[i].src_slot;
+    copy_dst_[i] = step.copies[i].dst_slot;
+    copy_delta_[i] = step.copies[i].delta;
+  }
+  for (int l = 0; l < model_->spec.n_layers; ++l) {
+    backend_->kv_copy_rotate(kv_->layer_view(l), copy_src_.data(), copy_dst_.data(), copy_delta_.data(), n,
+                             rope_);
+  }
+}
+
+// Scratch for the step's rows, and the per-row facts and block tables (K/V
+// and LR, in CSR form) that every layer reuses (FlashInfer's plan/run split).
+void Runner::plan_rows(const Step& step, StepOutput* out) {
+  const ModelSpec& s = model_->spec;
+  const int64_t R = static_cast<int64_t>(step.rows.size());
   // The residual stream needs room for every row (x_, xn_); the other
   // scratch holds the active rows, at most R.
   for (AlignedVector<float>* b : {&x_, &xn_, &h_}) b->resize(R * s.d_model);
@@ -140,8 +152,6 @@ Status Runner::execute(const Step& step, StepOutput* out) {
   gate_.resize(R * s.ffn_dim);
   up_.resize(R * s.ffn_dim);
 
-  // Per-row facts, and the block tables in CSR form, once per step
-  // (FlashInfer's plan/run split): every layer reuses them.
   row_seq_.resize(R);
   row_end_.resize(R);
   capture_at_.assign(R, -1);
@@ -164,7 +174,6 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     any_influence_ |= row.influence;
     any_mask_ |= row.write_mask >= 0;
   }
-  // LR block tables in CSR form, once per step, as the K/V's.
   any_lr_ = false;
   lr_indptr_.assign(1, 0);
   lr_ids_.clear();
@@ -178,7 +187,21 @@ Status Runner::execute(const Step& step, StepOutput* out) {
   out->influence.assign(any_influence_ ? step.seqs.size() : 0, {});
   out->captures.resize(int64_t{n_capture} * s.d_model);
   active_.clear();
+}
 
+// Every layer over the rows active in it, with the captures each row asks for.
+void Runner::run_layers(const Step& step, StepOutput* out) {
+  const ModelSpec& s = model_->spec;
+  const int64_t R = static_cast<int64_t>(step.rows.size());
+  auto capture = [&](int l, bool leaving) {
+    for (size_t i = 0; i < active_.size(); ++i) {
+      const int32_t r = active_[i];
+      if (step.rows[r].capture_layer == l && (!leaving || row_end_[r] == l)) {
+        std::memcpy(&out->captures[int64_t{capture_at_[r]} * s.d_model], &x_[i * s.d_model],
+                    sizeof(float) * s.d_model);
+      }
+    }
+  };
   for (int l = 0; l < s.n_layers; ++l) {
     want_.clear();
     for (int64_t r = 0; r < R; ++r) {
@@ -187,28 +210,21 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     }
     // A row that stops at l with its capture there leaves with the hidden
     // state entering l: taken before the rows are compacted without it.
-    for (size_t i = 0; i < active_.size(); ++i) {
-      const int32_t r = active_[i];
-      if (step.rows[r].capture_layer == l && row_end_[r] == l) {
-        std::memcpy(&out->captures[int64_t{capture_at_[r]} * s.d_model], &x_[i * s.d_model], sizeof(float) * s.d_model);
-      }
-    }
+    capture(l, true);
     if (want_ != active_) set_active(step, want_);
     if (active_.empty()) continue;
-    for (size_t i = 0; i < active_.size(); ++i) {
-      const int32_t r = active_[i];
-      if (step.rows[r].capture_layer == l) {
-        std::memcpy(&out->captures[int64_t{capture_at_[r]} * s.d_model], &x_[i * s.d_model], sizeof(float) * s.d_model);
-      }
-    }
+    capture(l, false);
     // K/V entries computed at l: a row a hook drops at l still wrote them.
     for (size_t q = 0; q < step.seqs.size(); ++q) out->seq_row_layers[q] += row_indptr_[q + 1] - row_indptr_[q];
     out->row_layers += static_cast<int64_t>(active_.size());
     layer_forward(step, l, out);
   }
+}
 
-  // Final norm and output projection, only for rows that want logits (all
-  // of them active at the last layer: validate() and run_hooks() see to it).
+// Final norm and output projection, only for rows that want logits (all of
+// them active at the last layer: validate() and run_hooks() see to it).
+void Runner::output_logits(const Step& step, StepOutput* out) {
+  const ModelSpec& s = model_->spec;
   const int32_t n_out = step.n_logit_rows();
   int64_t j = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
@@ -217,10 +233,9 @@ Status Runner::execute(const Step& step, StepOutput* out) {
     ++j;
   }
   out->logits.resize(int64_t{n_out} * s.n_vocab);
-  if (n_out == 0) return Status::ok();
+  if (n_out == 0) return;
   backend_->rms_norm(x_.data(), model_->w.output_norm.f32(), h_.data(), n_out, s.d_model, s.norm_eps);
   linear(h_.data(), model_->output_weight(), out->logits.data(), n_out, s.d_model, s.n_vocab);
-  return Status::ok();
 }
 
 void Runner::project_kv(int layer, const int64_t* wslots) {

@@ -52,6 +52,9 @@ class Runner {
 
  private:
   Status validate(const Step& step) const;
+  Status validate_seqs(const Step& step) const;
+  Status validate_row(const Step& step, const TokenRow& row) const;
+  Status validate_hooks_and_copies(const Step& step) const;
   Status validate_lr(const Step& step) const;
   Status validate_adapter(const Adapter& a) const;
   // Groups the rows by adapter (groups_), once per step.
@@ -66,6 +69,11 @@ class Runner {
                    const DenseTensor& wb, float* yb, int64_t nb);
   // dst[d_model] = the token's embedding row, from the f32 copy or the packed blocks.
   void embed(int32_t token, float* dst) const;
+  // execute's stages, in order.
+  void apply_copies(const Step& step);
+  void plan_rows(const Step& step, StepOutput* out);
+  void run_layers(const Step& step, StepOutput* out);
+  void output_logits(const Step& step, StepOutput* out);
   // Makes `want` (Step row indexes, ascending) the active rows: continuing
   // rows keep their residual, joining rows take the embedding or their
   // injected hidden state; the attention plan and adapter groups follow.
@@ -73,6 +81,9 @@ class Runner {
   void rebuild_plan(const Step& step);
   // Runs the layer's hooks between the K/V write and attention; drops rows.
   void run_hooks(const Step& step, int layer);
+  void hook_colsums(const Step& step, const LayerHook& h, int32_t c_begin, const KvLayerView& kv,
+                    HookView* view);
+  void compact_active(const Step& step);
   void layer_forward(const Step& step, int layer, StepOutput* out);
   // RelayCaching's influence: the attention op also sums, for the active
   // rows with TokenRow::influence, the probability mass each key receives

@@ -61,32 +61,7 @@ void Runner::run_hooks(const Step& step, int layer) {
     view.cached_v = &hook_v_[p.gathered * kvd];
     view.q_dim = qd;
     view.kv_dim = kvd;
-    if (!h.colsum_rows.empty()) {
-      const int64_t nq = static_cast<int64_t>(h.colsum_rows.size());
-      hook_q_.resize(nq * qd);
-      hook_pos_.resize(nq);
-      int32_t n_keys = 0;
-      int64_t qi = 0;
-      for (int32_t r : h.colsum_rows) {
-        // validate() checked that r belongs to the hook's sequence; skip rows
-        // not active at this layer.
-        auto it = std::lower_bound(view.rows.begin(), view.rows.end(), r);
-        if (it == view.rows.end() || *it != r) continue;
-        const int64_t ci = p.c_begin + (it - view.rows.begin());
-        std::memcpy(&hook_q_[qi * qd], &q_[ci * qd], sizeof(float) * qd);
-        hook_pos_[qi] = row_pos_[ci];
-        n_keys = std::max(n_keys, row_pos_[ci] + 1);
-        ++qi;
-      }
-      colsum_.assign(n_keys, 0.0f);
-      const std::vector<int32_t>& blocks = step.seqs[h.seq].blocks;
-      if (qi > 0) {
-        backend_->attention_colsum(hook_q_.data(), hook_pos_.data(), qi, s.n_heads, blocks.data(),
-                                   static_cast<int32_t>(blocks.size()), n_keys, kv,
-                                   1.0f / std::sqrt(static_cast<float>(s.head_dim)), colsum_.data());
-      }
-      view.colsum = colsum_;
-    }
+    if (!h.colsum_rows.empty()) hook_colsums(step, h, p.c_begin, kv, &view);
     keep_.assign(n, 1);
     h.fn(view, keep_);
     for (int32_t i = 0; i < n; ++i) {
@@ -96,8 +71,46 @@ void Runner::run_hooks(const Step& step, int layer) {
       any_dropped = true;
     }
   }
-  if (!any_dropped) return;
-  // Compact the rows that stay: their residual and queries; K/V are written.
+  if (any_dropped) compact_active(step);
+}
+
+// The attention column sums a hook asked for (LayerHook::colsum_rows), over
+// the cache as it stands after this layer's write.
+void Runner::hook_colsums(const Step& step, const LayerHook& h, int32_t c_begin, const KvLayerView& kv,
+                          HookView* view) {
+  const ModelSpec& s = model_->spec;
+  const int64_t qd = s.q_dim();
+  const int64_t nq = static_cast<int64_t>(h.colsum_rows.size());
+  hook_q_.resize(nq * qd);
+  hook_pos_.resize(nq);
+  int32_t n_keys = 0;
+  int64_t qi = 0;
+  for (int32_t r : h.colsum_rows) {
+    // validate() checked that r belongs to the hook's sequence; skip rows
+    // not active at this layer.
+    auto it = std::lower_bound(view->rows.begin(), view->rows.end(), r);
+    if (it == view->rows.end() || *it != r) continue;
+    const int64_t ci = c_begin + (it - view->rows.begin());
+    std::memcpy(&hook_q_[qi * qd], &q_[ci * qd], sizeof(float) * qd);
+    hook_pos_[qi] = row_pos_[ci];
+    n_keys = std::max(n_keys, row_pos_[ci] + 1);
+    ++qi;
+  }
+  colsum_.assign(n_keys, 0.0f);
+  const std::vector<int32_t>& blocks = step.seqs[h.seq].blocks;
+  if (qi > 0) {
+    backend_->attention_colsum(hook_q_.data(), hook_pos_.data(), qi, s.n_heads, blocks.data(),
+                               static_cast<int32_t>(blocks.size()), n_keys, kv,
+                               1.0f / std::sqrt(static_cast<float>(s.head_dim)), colsum_.data());
+  }
+  view->colsum = colsum_;
+}
+
+// Compacts the rows a hook kept: their residual and queries (their K/V are
+// written), then the attention plan.
+void Runner::compact_active(const Step& step) {
+  const ModelSpec& s = model_->spec;
+  const int64_t qd = s.q_dim();
   size_t j = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
     if (dropped_[active_[i]]) continue;

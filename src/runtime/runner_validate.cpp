@@ -41,13 +41,28 @@ Status Runner::validate_adapter(const Adapter& a) const {
 
 Status Runner::validate(const Step& step) const {
   const ModelSpec& s = model_->spec;
-  const KvGeometry& g = kv_->geometry();
-  const int64_t n_rows = static_cast<int64_t>(step.rows.size());
   for (size_t i = 0; i < step.adapters.size(); ++i) {
     if (step.adapters[i] == nullptr)
       return make_error(ErrorCode::kInvalidArgument, "step adapter ", i, " is null");
     AKV_RETURN_IF_ERROR(validate_adapter(*step.adapters[i]));
   }
+  AKV_RETURN_IF_ERROR(validate_seqs(step));
+  for (const TokenRow& row : step.rows) AKV_RETURN_IF_ERROR(validate_row(step, row));
+  for (const std::vector<uint8_t>& m : step.write_masks) {
+    if (static_cast<int64_t>(m.size()) != s.n_layers)
+      return make_error(ErrorCode::kInternal, "a write mask must cover every layer");
+  }
+  AKV_RETURN_IF_ERROR(validate_lr(step));
+  if (step.hidden_in.size() % s.d_model != 0)
+    return make_error(ErrorCode::kInternal, "hidden_in is not whole rows");
+  return validate_hooks_and_copies(step);
+}
+
+// The sequences cover the rows contiguously, with their blocks in range and
+// each row's position and slot inside its block table.
+Status Runner::validate_seqs(const Step& step) const {
+  const KvGeometry& g = kv_->geometry();
+  const int64_t n_rows = static_cast<int64_t>(step.rows.size());
   int32_t expect_begin = 0;
   for (const StepSeq& q : step.seqs) {
     if (q.row_begin != expect_begin || q.row_end < q.row_begin || q.row_end > n_rows) {
@@ -73,44 +88,47 @@ Status Runner::validate(const Step& step) const {
     }
   }
   if (expect_begin != n_rows) return make_error(ErrorCode::kInternal, "rows not covered by step sequences");
-  for (const TokenRow& row : step.rows) {
-    if (row.token < 0 || row.token >= s.n_vocab) {
-      return make_error(ErrorCode::kInvalidArgument, "token id ", row.token, " outside the vocabulary (",
-                        s.n_vocab, ")");
-    }
-    if (row.adapter < -1 || row.adapter >= static_cast<int64_t>(step.adapters.size())) {
-      return make_error(ErrorCode::kInvalidArgument, "row adapter index ", row.adapter,
-                        " outside the step's ", step.adapters.size(), " adapters");
-    }
-    const int32_t end = row.layer_end == kAllLayers ? s.n_layers : row.layer_end;
-    if (row.layer_begin < 0 || row.layer_begin >= s.n_layers || end <= row.layer_begin || end > s.n_layers) {
-      return make_error(ErrorCode::kInternal, "row layers [", row.layer_begin, ", ", row.layer_end,
-                        ") are not a non-empty range of the model's ", s.n_layers);
-    }
-    if (row.logits && end != s.n_layers)
-      return make_error(ErrorCode::kInternal, "a row with logits must reach the last layer");
-    const int64_t n_hidden = static_cast<int64_t>(step.hidden_in.size()) / s.d_model;
-    if (row.layer_begin > 0 ? (row.hidden_in < 0 || row.hidden_in >= n_hidden) : row.hidden_in != -1) {
-      return make_error(
-          ErrorCode::kInternal, "a row starting at layer ", row.layer_begin,
-          row.layer_begin > 0 ? " needs an injected hidden state" : " takes no injected hidden state");
-    }
-    if (row.capture_layer != -1 &&
-        (row.capture_layer < row.layer_begin || row.capture_layer > end || row.capture_layer >= s.n_layers)) {
-      return make_error(ErrorCode::kInternal, "capture layer ", row.capture_layer,
-                        " outside the row's layers and the one it stops at");
-    }
-    if (row.write_mask < -1 || row.write_mask >= static_cast<int64_t>(step.write_masks.size())) {
-      return make_error(ErrorCode::kInternal, "row write mask ", row.write_mask, " outside the step's masks");
-    }
+  return Status::ok();
+}
+
+// One row's token, adapter, layer range, injected state, capture and mask.
+Status Runner::validate_row(const Step& step, const TokenRow& row) const {
+  const ModelSpec& s = model_->spec;
+  if (row.token < 0 || row.token >= s.n_vocab) {
+    return make_error(ErrorCode::kInvalidArgument, "token id ", row.token, " outside the vocabulary (",
+                      s.n_vocab, ")");
   }
-  for (const std::vector<uint8_t>& m : step.write_masks) {
-    if (static_cast<int64_t>(m.size()) != s.n_layers)
-      return make_error(ErrorCode::kInternal, "a write mask must cover every layer");
+  if (row.adapter < -1 || row.adapter >= static_cast<int64_t>(step.adapters.size())) {
+    return make_error(ErrorCode::kInvalidArgument, "row adapter index ", row.adapter, " outside the step's ",
+                      step.adapters.size(), " adapters");
   }
-  AKV_RETURN_IF_ERROR(validate_lr(step));
-  if (step.hidden_in.size() % s.d_model != 0)
-    return make_error(ErrorCode::kInternal, "hidden_in is not whole rows");
+  const int32_t end = row.layer_end == kAllLayers ? s.n_layers : row.layer_end;
+  if (row.layer_begin < 0 || row.layer_begin >= s.n_layers || end <= row.layer_begin || end > s.n_layers) {
+    return make_error(ErrorCode::kInternal, "row layers [", row.layer_begin, ", ", row.layer_end,
+                      ") are not a non-empty range of the model's ", s.n_layers);
+  }
+  if (row.logits && end != s.n_layers)
+    return make_error(ErrorCode::kInternal, "a row with logits must reach the last layer");
+  const int64_t n_hidden = static_cast<int64_t>(step.hidden_in.size()) / s.d_model;
+  if (row.layer_begin > 0 ? (row.hidden_in < 0 || row.hidden_in >= n_hidden) : row.hidden_in != -1) {
+    return make_error(
+        ErrorCode::kInternal, "a row starting at layer ", row.layer_begin,
+        row.layer_begin > 0 ? " needs an injected hidden state" : " takes no injected hidden state");
+  }
+  if (row.capture_layer != -1 &&
+      (row.capture_layer < row.layer_begin || row.capture_layer > end || row.capture_layer >= s.n_layers)) {
+    return make_error(ErrorCode::kInternal, "capture layer ", row.capture_layer,
+                      " outside the row's layers and the one it stops at");
+  }
+  if (row.write_mask < -1 || row.write_mask >= static_cast<int64_t>(step.write_masks.size())) {
+    return make_error(ErrorCode::kInternal, "row write mask ", row.write_mask, " outside the step's masks");
+  }
+  return Status::ok();
+}
+
+Status Runner::validate_hooks_and_copies(const Step& step) const {
+  const ModelSpec& s = model_->spec;
+  const KvGeometry& g = kv_->geometry();
   for (const LayerHook& h : step.hooks) {
     if (h.seq < 0 || h.seq >= static_cast<int64_t>(step.seqs.size()) || h.layer < 0 ||
         h.layer >= s.n_layers || !h.fn) {
