@@ -30,11 +30,14 @@ def test_the_table_reads_both_files(tmp_path):
                 "results": [{"index": i, "correct": bool(c)} for i, c in enumerate(correct)]}
     ev = {"runs": [run("none", [1, 1, 0, 1]), run("full", [0, 1, 0, 1]), {"label": "droidspeak", "error": "x"}]}
     div = {"sets": {"s": {"mean": {}, "mean_over_pairs": {"Vb_cos": 0.9, "V_cos": 0.88, "K_cos": 0.98}}}}
+    kl = {"schemes": {"full": {"all": {"kl": 0.1234}}}}
+    (tmp_path / "k.json").write_text(json.dumps(kl))
     (tmp_path / "e.json").write_text(json.dumps(ev))
     (tmp_path / "d.json").write_text(json.dumps(div))
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "lragent" / "dose_response.py"), "--set",
-                          f"lr1={tmp_path / 'e.json'},{tmp_path / 'd.json'}"], capture_output=True, text=True)
+                          f"lr1={tmp_path / 'e.json'},{tmp_path / 'd.json'},{tmp_path / 'k.json'}"],
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     row = [l for l in out.stdout.splitlines() if l.startswith("| lr1 |")][0]
     assert "| 75.0% (4 q) | 0.900 | 0.880 | 0.980 |" in row
-    assert "50.0% (-25.0 [" in row and row.count("not run") == 3
+    assert "50.0% (-25.0 [" in row and "; KL 0.123)" in row and row.count("not run") == 3
