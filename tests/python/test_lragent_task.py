@@ -153,6 +153,28 @@ def test_shared_v_proj_a_is_bit_identical():
         assert ts[0][qa].tobytes() != ts[1][qa].tobytes()
 
 
+# The dose-response sets (docs/benchmarks.md, "LRAgent dose-response"): each
+# committed with its training report, its v_proj A shared by the three roles.
+DOSE_SETS = sorted(d.name for d in LRA.glob("adapters_lr*") if (d / "plan").is_dir())
+
+
+@pytest.mark.parametrize("name", DOSE_SETS or ["none committed"])
+def test_each_dose_response_set_has_its_report_and_one_v_proj_a(name):
+    if name == "none committed":
+        assert not list(LRA.glob("adapters_lr*"))
+        return
+    d = LRA / name
+    report = json.loads((d / "train_report.json").read_text())
+    assert report["args"]["seed"] == 0 and report["args"]["out"].endswith(name)
+    assert report["args"]["lr"] == float(name.replace("adapters_lr", "").split("_")[0])
+    if name.endswith("_ep4"):
+        assert report["args"]["epochs"] == 4
+    ts = [_read_safetensors(d / r / "adapter_model.safetensors") for r in ("plan", "action", "reflect")]
+    for layer in range(30):
+        va = f"base_model.model.model.layers.{layer}.self_attn.v_proj.lora_A.weight"
+        assert ts[0][va].tobytes() == ts[1][va].tobytes() == ts[2][va].tobytes()
+
+
 def test_q_rows_unpermute_is_the_loaders_inverse():
     # peft_loader permutes HF rows to GGUF order: GGUF row h*hd + 2i + j comes
     # from HF row h*hd + j*hd/2 + i. train_roles trains in GGUF order and saves

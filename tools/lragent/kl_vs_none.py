@@ -47,7 +47,9 @@ import task  # noqa: E402
 
 
 def next_token_top(url, ids, model, scheme, salt):
-    body = {"prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 20,
+    # ignore_eos: an adapter that predicts the end of turn at a position (the
+    # untrained ones do) still returns that position's distribution.
+    body = {"prompt": ids, "max_tokens": 1, "temperature": 0, "logprobs": 20, "ignore_eos": True,
             "kv_sharing": scheme, "cache_salt": salt}
     if model != ep.BASE:
         body["model"] = model
