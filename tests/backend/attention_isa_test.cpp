@@ -4,7 +4,7 @@
 // kernels of attention.cpp, and each output element must run the same chain
 // of fused multiply-adds on both. Checked bit for bit against avx2's output
 // for f32, f16 and bf16 caches, head dims 64 (four 16-lane vectors per pass)
-// and 96 (a pass of two), GQA ratios 3 and 1, rows in one key chunk and past
+// and 96 (a pass of two), GQA ratios 3, 1 and 6 (P·V's six-query group), rows in one key chunk and past
 // it, and 1 and 2 threads. On a CPU without AVX-512 every ISA takes the AVX2
 // kernels and the check still runs (it then compares equal code).
 #include <gtest/gtest.h>
@@ -75,8 +75,9 @@ TEST(AttentionIsa, EveryIsaGivesTheBitsOfTheAvx2Kernels) {
   std::iota(prefill.begin(), prefill.end(), 0);
   const std::vector<int32_t> past_a_chunk = {0, 31, 32, 600, 1023, 1199};
   int compared = 0;
-  for (const Shape s : {Shape{9, 3, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32},
-                        Shape{9, 3, 64, KvDType::kBF16}, Shape{4, 4, 96, KvDType::kF16}}) {
+  for (const Shape s :
+       {Shape{9, 3, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32}, Shape{9, 3, 64, KvDType::kBF16},
+        Shape{4, 4, 96, KvDType::kF16}, Shape{6, 1, 64, KvDType::kF16}}) {
     for (int threads : {1, 2}) {
       for (const auto& [rows, kv_len] : {std::pair{prefill, 77}, std::pair{past_a_chunk, 1200}}) {
         const auto want = run(s, threads, rows, kv_len, "avx2");
