@@ -4,8 +4,8 @@
 // kernels of attention.cpp, and each output element must run the same chain
 // of fused multiply-adds on both. Checked bit for bit against avx2's output
 // for f32, f16 and bf16 caches, head dims 64 (four 16-lane vectors per pass)
-// and 96 (a pass of two), GQA ratios 3, 1 and 6 (P·V's six-query group), rows in one key chunk and past
-// it, and 1 and 2 threads. On a CPU without AVX-512 every ISA takes the AVX2
+// and 96 (a pass of two), GQA ratios 3, 1 and 6 (P·V's six-query group),
+// rows in one key chunk and past it, and 1 and 2 threads. On a CPU without AVX-512 every ISA takes the AVX2
 // kernels and the check still runs (it then compares equal code).
 #include <gtest/gtest.h>
 
