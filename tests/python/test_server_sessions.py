@@ -115,11 +115,16 @@ def test_session_turn_goes_ahead_of_the_queue(start_server, priority):
     traj = prompt(40, 64)
     post(traj, 1, **session)  # the session's first turn: its blocks are now protected
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        long = pool.submit(post, prompt(41, 16), 300)  # occupies the one slot for a while
-        time.sleep(0.5)
+        # Occupies the one slot for a while: 800 tokens, seconds even on the
+        # AVX-512 machine (with 300 and 0.5 s gaps, the long request ended
+        # there before the session turn arrived, and the plain one went first).
+        long = pool.submit(post, prompt(41, 16), 800)
+        time.sleep(0.2)
         plain = pool.submit(post, prompt(42, 16), 4)
-        time.sleep(0.5)
+        time.sleep(0.2)
+        turn_sent = time.monotonic()
         turn = pool.submit(post, traj + prompt(43, 8), 4, **session)
         long_done, plain_done, turn_done = long.result(), plain.result(), turn.result()
-    assert long_done < min(plain_done, turn_done)  # both really waited
+    # Both really waited behind the long request, the turn queued after the plain one.
+    assert turn_sent < long_done < min(plain_done, turn_done), (turn_sent, long_done)
     assert (turn_done < plain_done) == priority, (turn_done, plain_done)
