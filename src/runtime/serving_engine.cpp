@@ -401,7 +401,7 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
 void ServingEngineImpl::after_step(const SchedulerOutput& out, const StepPlan& plan, const StepOutput& so) {
   const std::vector<Live*>& seq_req = plan.seq_req;
   const bool deferred = std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer_step; });
-  if (influence_ || ds_hidden_ || deferred) store_captures(plan.step, so, seq_req);
+  if (influence_ || owner_hidden_ || deferred) store_captures(plan.step, so, seq_req);
   for (size_t i = 0; i < seq_req.size(); ++i) {
     if (seq_req[i]->split_step) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
   }

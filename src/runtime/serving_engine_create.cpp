@@ -21,88 +21,34 @@ Status ServingEngineImpl::check_options(const ServingOptions& opts) {
   return Status::ok();
 }
 
-Status ServingEngineImpl::apply_profiles() {
+Status ServingEngineImpl::configure_schemes() {
   const ModelSpec& s = model_->spec;
-  if (opts_.relay_capture != "off" && opts_.relay_capture != "on-request" && opts_.relay_capture != "all") {
-    return make_error(ErrorCode::kInvalidArgument, "--relay-capture must be off, on-request or all; got '",
-                      opts_.relay_capture, "'");
+  const ServerSchemeContext c{&opts_, s.n_layers, s.d_model};
+  for (const char* name : sharing_scheme_names()) {
+    AKV_RETURN_IF_ERROR(
+        sharing_scheme_get(name)->configure_server(c, &opts_.kv_sharing_params, &components_));
   }
-  if (!opts_.relay_profile.empty()) {
-    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts_.model_path));
-    AKV_ASSIGN_OR_RETURN(RelayProfile rp, load_relay_profile(opts_.relay_profile, model_id, s.n_layers));
-    KvSharingParams& d = opts_.kv_sharing_params;
-    if (!d.l_start) d.l_start = rp.l_start;
-    if (!d.l_det) d.l_det = rp.l_det;
-    if (!d.l_end) d.l_end = rp.l_end;
-  }
-  if (!opts_.droidspeak_profile.empty() && !opts_.kv_sharing_params.critical_layers) {
-    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts_.model_path));
-    AKV_ASSIGN_OR_RETURN(DroidspeakProfile dp,
-                         load_droidspeak_profile(opts_.droidspeak_profile, model_id, s.n_layers));
-    opts_.kv_sharing_params.critical_layers = dp.critical_layers;
-  }
-  {
-    const KvSharingParams& d = opts_.kv_sharing_params;
-    if (d.l_start || d.l_det || d.l_end) {
-      // Only relay's own fields: the other schemes' defaults sit beside them.
-      KvSharingParams only;
-      only.l_start = d.l_start;
-      only.l_det = d.l_det;
-      only.l_end = d.l_end;
-      only.dev_threshold = d.dev_threshold;
-      only.influence_threshold = d.influence_threshold;
-      only.suffix_tokens = d.suffix_tokens;
-      only.prefix_tokens = d.prefix_tokens;
-      only.min_segment_tokens = d.min_segment_tokens;
-      const SharingScheme* relay = sharing_scheme_get("relay");
-      AKV_RETURN_IF_ERROR(relay->check_params(only).with_context("relay defaults"));
-      AKV_RETURN_IF_ERROR(relay->check_model(only, s.n_layers).with_context("relay defaults"));
-    }
-    if (d.critical_layers) {
-      const SharingScheme* ds = sharing_scheme_get("droidspeak");
-      KvSharingParams only;
-      only.critical_layers = d.critical_layers;
-      AKV_RETURN_IF_ERROR(ds->check_params(only).with_context("--droidspeak-layers"));
-      AKV_RETURN_IF_ERROR(ds->check_model(only, s.n_layers).with_context("--droidspeak-layers"));
-    }
-    // Snapshots are kept at the server's l_start; a request asking for
-    // another one resumes from layer 0.
-    if (opts_.relay_snapshots && opts_.relay_capture != "off" && d.l_start && *d.l_start > 0) {
-      capture_layer_ = *d.l_start;
-    }
-    // DroidSpeak's: the hidden state entering the server's first critical
-    // layer, so its recompute rows start there.
-    if (opts_.droidspeak_snapshots && d.critical_layers && !d.critical_layers->empty()) {
-      const int32_t first = *std::min_element(d.critical_layers->begin(), d.critical_layers->end());
-      if (first > 0) ds_layer_ = first;
-    }
+  if (const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kCaptureHidden))
+    capture_layer_ = h->layer;
+  if (const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kOwnerHidden))
+    owner_layer_ = h->layer;
+  if (const std::optional<ComponentDecl>& i = components_.decl(ComponentRole::kCaptureInfluence)) {
+    capture_all_ = i->every_request;
   }
   return Status::ok();
 }
 
 Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
   const ModelSpec& s = model_->spec;
-  const bool components = opts_.relay_capture != "off";
-  const bool hidden = components && capture_layer_ > 0;
-  capture_all_ = opts_.relay_capture == "all";
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts_.block_size, kv_dtype};
-  // Per block: K/V, plus the relay components where they are kept.
-  const int64_t component_bytes =
-      (components ? int64_t{opts_.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) : 0) +
-      (hidden ? int64_t{opts_.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
-              : 0);
-  // DroidSpeak's owner tag of each slot, and its hidden-state snapshot.
-  const int64_t owner_bytes =
-      int64_t{opts_.block_size} * (int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)}) +
-      (ds_layer_ > 0
-           ? int64_t{opts_.block_size} * (s.d_model * int64_t{sizeof(float)} + int64_t{sizeof(uint32_t)})
-           : 0);
+  // Per block: K/V, plus what the schemes' KV components keep beside it.
+  const int64_t component_bytes = components_.bytes_per_block(opts_.block_size);
   if (opts_.lr_cache_rank < 0 || opts_.lr_cache_rank > 1024) {
     return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
   }
   const LrGeometry lg{s.n_layers, opts_.block_size, opts_.lr_cache_rank, kv_dtype};
   const int64_t lr_bytes = opts_.lr_cache_rank > 0 ? kLrBlocksPerKvBlock * lg.block_bytes() : 0;
-  const int64_t block_bytes = g.block_bytes() + component_bytes + owner_bytes + lr_bytes;
+  const int64_t block_bytes = g.block_bytes() + component_bytes + lr_bytes;
   const int64_t n_blocks = opts_.kv_cache_tokens > 0
                                ? (opts_.kv_cache_tokens + opts_.block_size - 1) / opts_.block_size
                                : opts_.kv_cache_mb * (int64_t{1} << 20) / block_bytes;
@@ -115,14 +61,11 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
   AKV_ASSIGN_OR_RETURN(KvStorage storage, KvStorage::create(g, n_blocks));
   storage_ = std::make_unique<KvStorage>(std::move(storage));
   kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts_.block_size);
-  {
-    AKV_ASSIGN_OR_RETURN(KvComponent o, KvComponent::create(n_blocks, opts_.block_size, 1));
-    owner_ = std::make_unique<KvComponent>(std::move(o));
-  }
-  if (ds_layer_ > 0) {
-    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts_.block_size, s.d_model));
-    ds_hidden_ = std::make_unique<KvComponent>(std::move(h));
-  }
+  AKV_RETURN_IF_ERROR(components_.create_all(n_blocks, opts_.block_size));
+  owner_ = components_.get(ComponentRole::kOwnerTags);
+  owner_hidden_ = components_.get(ComponentRole::kOwnerHidden);
+  influence_ = components_.get(ComponentRole::kCaptureInfluence);
+  hidden_ = components_.get(ComponentRole::kCaptureHidden);
   if (opts_.lr_cache_rank > 0) {
     const int64_t n_lr = n_blocks * kLrBlocksPerKvBlock;
     if (n_lr > (int64_t{1} << 30))
@@ -130,14 +73,6 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
     AKV_ASSIGN_OR_RETURN(LrStorage lr, LrStorage::create(lg, n_lr));
     lr_storage_ = std::make_unique<LrStorage>(std::move(lr));
     lr_kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_lr), opts_.block_size);
-  }
-  if (components) {
-    AKV_ASSIGN_OR_RETURN(KvComponent inf, KvComponent::create(n_blocks, opts_.block_size, 1));
-    influence_ = std::make_unique<KvComponent>(std::move(inf));
-  }
-  if (hidden) {
-    AKV_ASSIGN_OR_RETURN(KvComponent h, KvComponent::create(n_blocks, opts_.block_size, s.d_model));
-    hidden_ = std::make_unique<KvComponent>(std::move(h));
   }
   if (!(opts_.segment_watermark > 0 && opts_.segment_watermark <= 1)) {
     return make_error(ErrorCode::kInvalidArgument, "--segment-watermark must be in (0, 1]");
@@ -168,7 +103,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   const int32_t trained = s.n_ctx_train > 0 ? s.n_ctx_train : 4096;
   e->max_model_len_ = opts.max_model_len > 0 ? opts.max_model_len : std::min(trained, 32768);
 
-  AKV_RETURN_IF_ERROR(e->apply_profiles());
+  AKV_RETURN_IF_ERROR(e->configure_schemes());
   const std::optional<KvDType> kv_dtype = kv_dtype_parse(opts.kv_dtype);
   if (!kv_dtype) {
     return make_error(ErrorCode::kInvalidArgument, "--kv-dtype '", opts.kv_dtype,

@@ -37,8 +37,6 @@
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
-#include "sharing/droidspeak_profile.h"
-#include "sharing/relay_profile.h"
 #include "sharing/scheme.h"
 #include "util/file_id.h"
 
@@ -212,11 +210,11 @@ class ServingEngineImpl final : public ServingEngine {
 
  private:
   ServingEngineImpl() = default;
-  // create()'s parts: the options' ranges; the relay and DroidSpeak
-  // profiles' defaults (checked) and the layers snapshots are kept at; the
-  // KV pool, its components and the LR cache sized from one memory budget.
+  // create()'s parts: the options' ranges; each scheme's server defaults
+  // (from its profile, checked) and the KV components it declares; the KV
+  // pool, those components and the LR cache sized from one memory budget.
   static Status check_options(const ServingOptions& opts);
-  Status apply_profiles();
+  Status configure_schemes();
   Status allocate_kv(KvDType kv_dtype);
   void loop();
   // submit()'s checks of the request itself: tokens in the vocabulary,
@@ -348,20 +346,21 @@ class ServingEngineImpl final : public ServingEngine {
   // with --lr-cache-rank 0).
   std::unique_ptr<LrStorage> lr_storage_;
   std::unique_ptr<KvManager> lr_kv_;
-  // DroidSpeak: which agent's K/V each slot holds in the critical layers
-  // (agent_tag), so an agent recomputes only what another one wrote.
-  std::unique_ptr<KvComponent> owner_;
-  // DroidSpeak: the hidden state entering ds_layer_ (the server's first
-  // critical layer, > 0) of each token, so recompute rows start there from
-  // the state of the agent that processed the token (DroidSpeak's E cache).
-  // Null without server critical layers.
-  std::unique_ptr<KvComponent> ds_hidden_;
-  int32_t ds_layer_ = -1;
+  // The KV components the schemes declared (configure_schemes), and the
+  // ones the engine's features use, by role (null when none declared it):
+  //  - owner tags: which agents' K/V each slot holds in the layers an agent
+  //    redoes (agent_tag), so an agent recomputes only what another wrote;
+  //    and the hidden state entering owner_layer_ (> 0) of each token, kept
+  //    by the agent that processed it, where those rows start;
+  //  - captures: the influence score, and the hidden state entering
+  //    capture_layer_ (null while no scheme gave a layer to capture at).
+  KvComponentRegistry components_;
+  KvComponent* owner_ = nullptr;
+  KvComponent* owner_hidden_ = nullptr;
+  int32_t owner_layer_ = -1;
   std::unordered_map<std::string, int32_t> agent_tags_;  // adapter content id -> tag; the base is 0
-  // KV components of the relay captures (null when --relay-capture off):
-  // the influence score, and the hidden state entering capture_layer_ (also
-  // null while the server knows no relay l_start: nothing to capture at).
-  std::unique_ptr<KvComponent> hidden_, influence_;
+  KvComponent* hidden_ = nullptr;
+  KvComponent* influence_ = nullptr;
   // Whole-prompt selection's hidden states, in blocks of the KV pool.
   std::unique_ptr<KvScratch> defer_;
   int32_t capture_layer_ = -1;

@@ -284,7 +284,7 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
   for (size_t q = 0; q < step.seqs.size(); ++q) {
     // A DroidSpeak request's captures are its snapshots; others' relay's.
     const bool ds = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.critical_layers.empty();
-    KvComponent* to = ds ? ds_hidden_.get() : hidden_.get();
+    KvComponent* to = ds ? owner_hidden_ : hidden_;
     // A chunk run only through its whole-prompt selection layer: its
     // captures wait in the request for the prompt's last chunk.
     Live* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer_step ? seq_of[q] : nullptr;

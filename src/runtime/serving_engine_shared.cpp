@@ -73,7 +73,7 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
     if (score) row.logits = true;
     if (row.logits) logit_rows->push_back({r->id, score ? pos : -1});
     mark_captures(l, &row);
-    if (ds_snapshots && row.slot >= 0) row.capture_layer = ds_layer_;
+    if (ds_snapshots && row.slot >= 0) row.capture_layer = owner_layer_;
     step->rows.push_back(row);
   }
   q.row_end = static_cast<int32_t>(step->rows.size());
@@ -114,20 +114,21 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
     // state of the agent that processed the token), else from layer 0,
     // keeping a snapshot on the way.
     const std::span<const float> h =
-        snapshots ? ds_hidden_->read(slot, generation_of(slot)) : std::span<const float>();
+        snapshots ? owner_hidden_->read(slot, generation_of(slot)) : std::span<const float>();
     if (!h.empty()) {
-      row.layer_begin = ds_layer_;
+      row.layer_begin = owner_layer_;
       row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / model_->spec.d_model);
       step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
     } else if (snapshots) {
-      row.capture_layer = ds_layer_;
+      row.capture_layer = owner_layer_;
     }
     step->rows.push_back(row);
   }
 }
 
 bool ServingEngineImpl::droidspeak_snapshots(const Live& l) const {
-  return ds_hidden_ != nullptr && !l.sharing.critical_layers.empty() && l.sharing.critical_layers.front() == ds_layer_;
+  return owner_hidden_ != nullptr && !l.sharing.critical_layers.empty() &&
+         l.sharing.critical_layers.front() == owner_layer_;
 }
 
 void ServingEngineImpl::store_owners(const Step& step, const std::vector<Live*>& seq_of) {

@@ -16,6 +16,7 @@
 
 #include "adapter/adapter.h"
 #include "agentkv/kv_sharing_params.h"
+#include "kv/component_registry.h"
 #include "sharing/reuse.h"
 #include "util/status.h"
 
@@ -67,6 +68,15 @@ struct PlanContext {
   int32_t shared_a_peers = 0;             // loaded adapters whose v_proj A is the adapter's
 };
 
+struct ServingOptions;  // agentkv/serving.h
+
+// What a scheme sees at server start (SharingScheme::configure_server).
+struct ServerSchemeContext {
+  const ServingOptions* opts = nullptr;  // the server's options: the scheme's own profile and capture fields
+  int32_t n_layers = 0;
+  int32_t d_model = 0;
+};
+
 class SharingScheme {
  public:
   virtual ~SharingScheme() = default;
@@ -103,6 +113,18 @@ class SharingScheme {
   virtual std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const {
     (void)p;
     return nullptr;
+  }
+  // At server start, once per scheme: fills the server's defaults of the
+  // scheme's own parameters (from a profile of the served model the options
+  // name), checks them against the model, and declares the KV components
+  // its requests use, which count against the KV budget. kInvalidArgument
+  // for a bad option or profile.
+  virtual Status configure_server(const ServerSchemeContext& c, KvSharingParams* defaults,
+                                  KvComponentRegistry* components) const {
+    (void)c;
+    (void)defaults;
+    (void)components;
+    return Status::ok();
   }
   // Whether the server's on-request captures (--relay-capture on-request:
   // hidden state and influence scores, KV components) are taken for this

@@ -10,7 +10,10 @@
 // limit: every layer critical gives `none`'s logits for an agent's tokens.
 #include <algorithm>
 
+#include "agentkv/serving.h"
+#include "sharing/droidspeak_profile.h"
 #include "sharing/scheme.h"
+#include "util/file_id.h"
 
 namespace agentkv {
 
@@ -65,6 +68,32 @@ class SchemeDroidspeak final : public SharingScheme {
         return make_error(ErrorCode::kInvalidArgument, "kv_sharing critical_layers: layer ", l,
                           " is out of range (the model has ", n_layers, " layers)");
       }
+    }
+    return Status::ok();
+  }
+  // The server's critical layers from --droidspeak-profile (unless given),
+  // checked; the owner tag of every slot, and the hidden state entering the
+  // first critical layer where snapshots are kept.
+  Status configure_server(const ServerSchemeContext& c, KvSharingParams* d,
+                          KvComponentRegistry* components) const override {
+    const ServingOptions& o = *c.opts;
+    if (!o.droidspeak_profile.empty() && !d->critical_layers) {
+      AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(o.model_path));
+      AKV_ASSIGN_OR_RETURN(DroidspeakProfile dp,
+                           load_droidspeak_profile(o.droidspeak_profile, model_id, c.n_layers));
+      d->critical_layers = dp.critical_layers;
+    }
+    if (d->critical_layers) {
+      KvSharingParams only;
+      only.critical_layers = d->critical_layers;
+      AKV_RETURN_IF_ERROR(check_params(only).with_context("--droidspeak-layers"));
+      AKV_RETURN_IF_ERROR(check_model(only, c.n_layers).with_context("--droidspeak-layers"));
+    }
+    AKV_RETURN_IF_ERROR(components->declare({ComponentRole::kOwnerTags, 1}));
+    if (o.droidspeak_snapshots && d->critical_layers && !d->critical_layers->empty()) {
+      const int32_t first = *std::min_element(d->critical_layers->begin(), d->critical_layers->end());
+      if (first > 0)
+        AKV_RETURN_IF_ERROR(components->declare({ComponentRole::kOwnerHidden, c.d_model, first}));
     }
     return Status::ok();
   }

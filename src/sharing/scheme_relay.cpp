@@ -33,8 +33,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "agentkv/serving.h"
 #include "sharing/relay_profile.h"
 #include "sharing/scheme_reuse_common.h"
+#include "util/file_id.h"
 
 namespace agentkv {
 
@@ -126,6 +128,48 @@ class SchemeRelay final : public ReuseScheme {
                         " layers");
     }
     return check_order(p);
+  }
+  // The server's relay layers from --relay-profile (the request's own win),
+  // checked; the captures' components: the influence score, and the hidden
+  // state entering l_start where snapshots are kept (elsewhere a reused
+  // token resumes from layer 0).
+  Status configure_server(const ServerSchemeContext& c, KvSharingParams* d,
+                          KvComponentRegistry* components) const override {
+    const ServingOptions& o = *c.opts;
+    if (o.relay_capture != "off" && o.relay_capture != "on-request" && o.relay_capture != "all") {
+      return make_error(ErrorCode::kInvalidArgument, "--relay-capture must be off, on-request or all; got '",
+                        o.relay_capture, "'");
+    }
+    if (!o.relay_profile.empty()) {
+      AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(o.model_path));
+      AKV_ASSIGN_OR_RETURN(RelayProfile rp, load_relay_profile(o.relay_profile, model_id, c.n_layers));
+      if (!d->l_start) d->l_start = rp.l_start;
+      if (!d->l_det) d->l_det = rp.l_det;
+      if (!d->l_end) d->l_end = rp.l_end;
+    }
+    if (d->l_start || d->l_det || d->l_end) {
+      // Only relay's own fields: the other schemes' defaults sit beside them.
+      KvSharingParams only;
+      only.l_start = d->l_start;
+      only.l_det = d->l_det;
+      only.l_end = d->l_end;
+      only.dev_threshold = d->dev_threshold;
+      only.influence_threshold = d->influence_threshold;
+      only.suffix_tokens = d->suffix_tokens;
+      only.prefix_tokens = d->prefix_tokens;
+      only.min_segment_tokens = d->min_segment_tokens;
+      AKV_RETURN_IF_ERROR(check_params(only).with_context("relay defaults"));
+      AKV_RETURN_IF_ERROR(check_model(only, c.n_layers).with_context("relay defaults"));
+    }
+    if (o.relay_capture == "off") return Status::ok();
+    AKV_RETURN_IF_ERROR(components->declare(
+        {ComponentRole::kCaptureInfluence, 1, -1, /*every_request=*/o.relay_capture == "all"}));
+    // Snapshots are kept at the server's l_start; a request asking for
+    // another one resumes from layer 0.
+    if (o.relay_snapshots && d->l_start && *d->l_start > 0) {
+      AKV_RETURN_IF_ERROR(components->declare({ComponentRole::kCaptureHidden, c.d_model, *d->l_start}));
+    }
+    return Status::ok();
   }
   std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const override {
     RelayConfig c;
