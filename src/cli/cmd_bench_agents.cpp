@@ -2,19 +2,20 @@
 // serving engine, each sharing scheme against `none` on the same trace.
 // Prints Markdown tables; --json-out keeps the numbers for
 // tools/plot_bench_agents.py.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
-#include "bench/agent_workloads.h"
-#include "bench/engine_requests.h"
-#include "util/stats.h"
-#include "bench/lragent_trace.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "util/stats.h"
+#include "workloads/agent_workloads.h"
+#include "workloads/engine_requests.h"
+#include "workloads/lragent_trace.h"
 
 namespace agentkv::cli {
 

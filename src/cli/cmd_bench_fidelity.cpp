@@ -1,20 +1,20 @@
 // `agentkv bench-fidelity`: each approximate KV-sharing scheme against full
 // recomputation on seeded multi-document prompts of one or more tasks
-// (passkey and RULER analogs: src/bench/fidelity_tasks.h, src/bench/
+// (passkey and RULER analogs: src/workloads/fidelity_tasks.h, src/workloads/
 // fidelity.h). Prints a Markdown table per task (and their average);
 // --json-out keeps the numbers for tools/plot_fidelity.py.
 #include <cstdio>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
-#include "bench/fidelity.h"
-#include "bench/scheme_spec.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "sharing/scheme.h"
+#include "workloads/fidelity.h"
+#include "workloads/scheme_spec.h"
 
 namespace agentkv::cli {
 

@@ -4,7 +4,7 @@
 // within each repetition so that machine noise hits every configuration
 // alike; medians are reported.
 // The ICaRus paired decode step, timed on the runner alone, is
-// bench/paired_step_bench.cpp.
+// microbench/paired_step_bench.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "bench/relay_capture_overhead.h"
-#include "bench/relay_chain.h"
-#include "bench/scheme_spec.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "workloads/relay_capture_overhead.h"
+#include "workloads/relay_chain.h"
+#include "workloads/scheme_spec.h"
 
 namespace agentkv::cli {
 

@@ -1,14 +1,14 @@
 // `agentkv profile-droidspeak`: DroidSpeak's critical layers for a model and
-// a team of adapters (src/bench/droidspeak_profiler.h): prints each layer's
+// a team of adapters (src/workloads/droidspeak_profiler.h): prints each layer's
 // sensitivity to reusing another agent's K/V, marks the critical ones, and
 // writes the profile JSON that `serve --droidspeak-profile` and
 // `bench-agents --workload lragent-trace` load.
 #include <algorithm>
 #include <cstdio>
 
-#include "bench/droidspeak_profiler.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "workloads/droidspeak_profiler.h"
 
 namespace agentkv::cli {
 

@@ -1,6 +1,6 @@
 // `agentkv profile-relay`: RelayCaching's offline layer profiler (paper
 // §4.2, App. B.1). Runs the seeded summarize-then-answer calibration on the
-// serving engine (src/bench/relay_profiler.h), prints s_l and rho_l per
+// serving engine (src/workloads/relay_profiler.h), prints s_l and rho_l per
 // layer with the chosen l_start, l_det and l_end, and writes the profile
 // JSON that `serve --relay-profile` and the benchmarks load.
 #include <algorithm>
@@ -9,10 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "bench/relay_bootstrap.h"
-#include "bench/relay_profiler.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "workloads/relay_bootstrap.h"
+#include "workloads/relay_profiler.h"
 
 namespace agentkv::cli {
 

@@ -1,4 +1,4 @@
-// bench-fidelity's workflow tasks on the real model (src/bench/fidelity.cpp):
+// bench-fidelity's workflow tasks on the real model (src/workloads/fidelity.cpp):
 // the chat history's sessions and the agents' generated reports are found
 // in the cache and reused (by relay too, from the captures its cache
 // requests asked for), and a scheme at its exact limit (cacheblend at ratio
@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <map>
 
-#include "bench/fidelity.h"
-#include "bench/scheme_spec.h"
 #include "ci_required.h"
 #include "serving_util.h"
+#include "workloads/fidelity.h"
+#include "workloads/scheme_spec.h"
 
 namespace agentkv {
 namespace {

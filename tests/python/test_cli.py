@@ -55,7 +55,7 @@ def test_help(sub):
 
 @pytest.mark.parametrize("name", BENCH_BINARIES)
 def test_bench_binaries_have_help_and_refuse_unknown_flags(name):
-    exe = ROOT / "build" / "bench" / name
+    exe = ROOT / "build" / "microbench" / name
     if not exe.exists():
         # bench_gemm is built only where OpenBLAS and oneDNN both are.
         pytest.skip(f"{exe} not built")

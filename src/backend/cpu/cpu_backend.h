@@ -4,7 +4,7 @@
 // kv_copy_rotate.cpp, attention.cpp, attention_colsum.cpp, lora.cpp),
 // parallelised over the backend's own ThreadPool. Every product runs the
 // hand-written kernels in the canonical reduction order of dot_tile.h (batch
-// invariance); the BLAS wrappers of gemm.h remain for bench/gemm_bench.cpp
+// invariance); the BLAS wrappers of gemm.h remain for microbench/gemm_bench.cpp
 // only.
 //
 // Not thread-safe: one caller at a time (the runner), like ThreadPool.

@@ -1,7 +1,7 @@
 // The GEMM library behind CpuBackend::matmul, chosen at configure time with
 // AGENTKV_GEMM=openblas|dnnl (see docs/benchmarks_gemm.md for the measurement
 // behind the default), plus the hand-written GEMV used for single-row
-// (decode) products. The benchmark in bench/ compiles both library wrappers
+// (decode) products. The benchmark in microbench/ compiles both library wrappers
 // into one binary, hence distinct names.
 #pragma once
 
