@@ -573,38 +573,9 @@ void register_serve(CLI::App& app) {
                       sharing_scheme_list() + " (docs/usage.md, \"KV-sharing schemes\")")
       ->capture_default_str()
       ->check(kv_sharing_validator());
-  // Defaults of the segment-reuse parameters; a request's kv_sharing object overrides them.
-  cmd->add_option_function<double>("--reuse-ratio", [&e](double v) { e.kv_sharing_params.ratio = v; },
-                                   "cacheblend, sparsex: share of reused tokens recomputed (default 0.15)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option_function<int32_t>(
-         "--reuse-recompute-tokens", [&e](int32_t v) { e.kv_sharing_params.recompute_tokens = v; },
-         "epic: leading tokens of each reused segment recomputed (default " +
-             std::to_string(kEpicDefaultRecomputeTokens) + ")")
-      ->check(CLI::Range(0, 1 << 30));
-  cmd->add_option_function<int32_t>("--reuse-check-layer", [&e](int32_t v) { e.kv_sharing_params.check_layer = v; },
-                                    "cacheblend: the layer that selects the tokens to recompute (default 1)")
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option_function<int32_t>(
-         "--reuse-boundary-layer", [&e](int32_t v) { e.kv_sharing_params.boundary_layer = v; },
-         "sparsex: layers below it run densely, it selects the tokens to recompute (the "
-         "paper's l*, 5 for SmolLM2; default " +
-             std::to_string(kSparsexDefaultBoundaryLayer) +
-             ", from docs/benchmarks.md; 0 is SparseX without the hybrid boundary)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option_function<int32_t>("--reuse-overflow-blocks",
-                                    [&e](int32_t v) { e.kv_sharing_params.overflow_blocks = v; },
-                                    "sparsex: KV blocks of reused tokens recomputed on each side of new text "
-                                    "(default 1)")
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option_function<int32_t>("--reuse-tail-tokens", [&e](int32_t v) { e.kv_sharing_params.tail_tokens = v; },
-                                    "sparsex: last reused tokens recomputed when the prompt ends in reused text "
-                                    "(default 64)")
-      ->check(CLI::Range(0, 1 << 30));
-  cmd->add_option_function<int32_t>("--reuse-min-segment-tokens",
-                                    [&e](int32_t v) { e.kv_sharing_params.min_segment_tokens = v; },
-                                    "segment reuse: shortest cached run reused, in tokens (default two KV blocks)")
-      ->check(CLI::Range(1, 1 << 30));
+  // Defaults of the scheme parameters, one flag per field (sharing/param_flags.h);
+  // a request's kv_sharing object overrides them.
+  add_kv_sharing_flags(cmd, &e.kv_sharing_params);
   cmd->add_option("--relay-profile", e.relay_profile,
                   "relay: the layer profile of this model (agentkv profile-relay writes one); its l_start, l_det and "
                   "l_end become the defaults, and hidden states are captured at l_start")
@@ -614,17 +585,6 @@ void register_serve(CLI::App& app) {
                   "requests under relay), all (every request), off (no memory kept for them)")
       ->capture_default_str()
       ->check(CLI::IsMember({"off", "on-request", "all"}));
-  cmd->add_option_function<double>("--relay-dev-threshold", [&e](double v) { e.kv_sharing_params.dev_threshold = v; },
-                                   "relay: a reused token whose V deviation at l_det is >= this x the mean is "
-                                   "recomputed up to l_end (default 1.5)")
-      ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option_function<double>("--relay-influence-threshold",
-                                   [&e](double v) { e.kv_sharing_params.influence_threshold = v; },
-                                   "relay: the same by influence score (default 1.45)")
-      ->check(CLI::Range(0.0, 1e6));
-  cmd->add_option_function<int32_t>("--relay-suffix-tokens", [&e](int32_t v) { e.kv_sharing_params.suffix_tokens = v; },
-                                    "relay: last reused tokens of each segment always recomputed (default 10)")
-      ->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--lr-cache-rank", e.lr_cache_rank,
                   "LRAgent's LR cache (lragent-base, lragent-baselr): v_proj LoRA ranks up to this; it takes " +
                       std::to_string(kLrBlocksPerKvBlock) + " LR blocks per K/V block of --kv-cache-mb (0: none)")
@@ -639,33 +599,11 @@ void register_serve(CLI::App& app) {
          "layers become the defaults; hidden-state snapshots only where --kv-sharing is that scheme); '' "
          "looks nowhere")
       ->capture_default_str();
-  cmd->add_option("--droidspeak-profile", e.droidspeak_profile,
-                  "droidspeak: the critical-layer profile of this model (agentkv profile-droidspeak writes one); its "
-                  "layers become the default")
+  cmd->add_option(
+         "--droidspeak-profile", e.droidspeak_profile,
+         "droidspeak: the critical-layer profile of this model (agentkv profile-droidspeak writes one); its "
+         "layers become the default")
       ->check(CLI::ExistingFile);
-  cmd->add_option_function<std::string>(
-         "--droidspeak-layers",
-         [&e](const std::string& v) {
-           std::vector<int32_t> layers;
-           for (size_t at = 0; at <= v.size();) {
-             const size_t comma = std::min(v.find(',', at), v.size());
-             layers.push_back(std::stoi(v.substr(at, comma - at)));
-             at = comma + 1;
-           }
-           e.kv_sharing_params.critical_layers = std::move(layers);
-         },
-         "droidspeak: the default critical layers, comma-separated (profiles/*.droidspeak.json has a model's)")
-      ->check([](const std::string& v) -> std::string {
-        for (size_t at = 0; at <= v.size();) {
-          const size_t comma = std::min(v.find(',', at), v.size());
-          const std::string x = v.substr(at, comma - at);
-          if (x.empty() || x.size() > 4 || x.find_first_not_of("0123456789") != std::string::npos) {
-            return "--droidspeak-layers takes layer numbers separated by commas, e.g. 0,3,7";
-          }
-          at = comma + 1;
-        }
-        return "";
-      });
   cmd->add_option("--chat-template", s.chat_template,
                   "chatml, llama3 or mistral (default: from the model file)");
   cmd->add_option(

@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 
 #include "backend/backend.h"
 #include "cli/commands.h"
+#include "sharing/param_flags.h"
 #include "sharing/scheme.h"
 
 namespace agentkv::cli {
@@ -117,6 +119,41 @@ Result<std::vector<int32_t>> parse_token_list(const std::string& s) {
     i = j;
   }
   return out;
+}
+
+void add_kv_sharing_flags(CLI::App* cmd, KvSharingParams* params) {
+  for (const KvSharingFlag& f : kv_sharing_flags()) {
+    const KvSharingField* field = nullptr;
+    for (const KvSharingField& k : kKvSharingFields) {
+      if (std::string_view(k.name) == f.field) field = &k;
+    }
+    if (field == nullptr) continue;  // a table test keeps the two tables in step
+    if (field->integer) {
+      cmd->add_option_function<int32_t>(
+             f.flag, [params, m = field->integer](int32_t v) { params->*m = v; }, f.help)
+          ->check(CLI::Range(static_cast<int32_t>(f.lo), static_cast<int32_t>(f.hi)));
+    } else if (field->real) {
+      cmd->add_option_function<double>(
+             f.flag, [params, m = field->real](double v) { params->*m = v; }, f.help)
+          ->check(CLI::Range(f.lo, f.hi));
+    } else {
+      const std::string flag = f.flag;
+      const auto hi = static_cast<int32_t>(f.hi);
+      cmd->add_option_function<std::string>(
+             f.flag,
+             [params, m = field->list, hi](const std::string& v) {
+               std::vector<int32_t> layers;
+               if (parse_layer_list(v, hi, &layers)) params->*m = std::move(layers);
+             },
+             f.help)
+          ->check([flag, hi](const std::string& v) -> std::string {
+            std::vector<int32_t> layers;
+            return parse_layer_list(v, hi, &layers)
+                       ? ""
+                       : flag + " takes layer numbers separated by commas, e.g. 0,3,7";
+          });
+    }
+  }
 }
 
 }  // namespace agentkv::cli

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "agentkv/kv_sharing_params.h"
 #include "agentkv/serving.h"
 #include "util/status.h"
 
@@ -42,6 +43,10 @@ void add_act_quant_option(CLI::App* cmd, std::string* act_quant);
 // Checks a --kv-sharing value against the scheme registry (single schemes
 // and compositions such as alora+sparsex); the error says what is wrong.
 CLI::Validator kv_sharing_validator();
+
+// Adds one flag per scheme parameter (sharing/param_flags.h), each setting
+// its field of `params`: --reuse-ratio, --relay-l-start, --droidspeak-layers, ...
+void add_kv_sharing_flags(CLI::App* cmd, KvSharingParams* params);
 
 // Prints "error: <message>" to stderr and sets exit code 1.
 void fail(const Status& st);

@@ -367,7 +367,9 @@ TEST(FidelityTasks, ChatAsksAboutAFactToldInAnEarlyTurnOfSessionsCachedApart) {
     asked_turns.insert(turn_of[m[1]]);
     // No other name of the history holds the answer (substring match).
     for (const auto& [rel, name] : name_of) {
-      if (rel != m[1].str()) EXPECT_EQ(name.find(t.answers[0]), std::string::npos);
+      if (rel != m[1].str()) {
+        EXPECT_EQ(name.find(t.answers[0]), std::string::npos);
+      }
     }
   }
   EXPECT_EQ(asked_turns.size(), 4u);  // every early turn is asked about
