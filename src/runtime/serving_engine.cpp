@@ -203,26 +203,26 @@ void ServingEngineImpl::admit(Pending& p) {
   r->id = p.id;
   r->tokens = p.req.prompt;
   r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
-  r->base_keys.tenant = p.req.tenant;
-  r->base_keys.cache_salt = p.req.cache_salt;
-  r->keys = r->base_keys;
+  r->cache.base_keys.tenant = p.req.tenant;
+  r->cache.base_keys.cache_salt = p.req.cache_salt;
+  r->cache.keys = r->cache.base_keys;
   r->read_cache = p.req.prompt_logprobs < 0;
   r->one_per_step_from = p.req.one_per_step_from;
   r->background = p.req.background;
   const int32_t from = p.sharing.lineage_from;
   if (from != kNever) {
-    r->keys.lineage = p.adapter->id;
-    r->lineage_block = from / opts_.block_size;  // blocks ending at or before `from`
+    r->cache.keys.lineage = p.adapter->id;
+    r->cache.base_blocks = from / opts_.block_size;  // blocks ending at or before `from`
   }
   if (!p.sharing.shared_lineage.empty()) {
     // Adapter ids are hex, so a "shared:" tag never aliases one.
-    r->keys.lineage = "shared:" + p.sharing.shared_lineage;
-    r->lineage_block = 0;
+    r->cache.keys.lineage = "shared:" + p.sharing.shared_lineage;
+    r->cache.base_blocks = 0;
   }
   if (!p.sharing.lr_lineage.empty()) {
-    r->lr = true;
-    r->lr_keys = r->base_keys;
-    r->lr_keys.lineage = p.sharing.lr_lineage;
+    r->cache.pool = true;
+    r->cache.pool_keys = r->cache.base_keys;
+    r->cache.pool_keys.lineage = p.sharing.lr_lineage;
   }
   auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
   (void)fresh_live;

@@ -79,29 +79,30 @@ constexpr int32_t kMaxWindows = 16384;
 
 bool ServingEngineImpl::remote_lookup(std::unique_ptr<SchedRequest>& r) {
   const int32_t bs = opts_.block_size;
-  if (!opts_.kv_remote || !opts_.prefix_caching || !r->read_cache || r->keys.lineage.starts_with("shared:") ||
-      r->n_prompt < 2) {
+  if (!opts_.kv_remote || !opts_.prefix_caching || !r->read_cache ||
+      r->cache.keys.lineage.starts_with("shared:") || r->n_prompt < 2) {
     return false;
   }
   const auto lit = live_.find(r->id);
   if (lit == live_.end() || lit->second.capture) return false;
   const bool segments = lit->second.planner != nullptr;
   const int32_t n_full = (r->n_prompt - 1) / bs;  // never the block of the last token
-  const int32_t from = kv_->get_computed_blocks_split(r->tokens, r->base_keys, r->lineage_block, r->keys).n_blocks();
+  const int32_t from = r->cache.lookup(*kv_, r->tokens).n_blocks();
   if (from >= n_full && !segments) return false;
   RemoteWait w;
   w.from = from;
-  const std::string base_extra = r->base_keys.serialize(), extra = r->keys.serialize();
+  const std::string base_extra = r->cache.base_keys.serialize(), extra = r->cache.keys.serialize();
   std::vector<std::string> names;
   uint64_t h = kRootHash;
   for (int32_t i = 0; i < n_full; ++i) {
-    const bool base = i < r->lineage_block;
+    const bool base = i < r->cache.base_blocks;
     h = hash_block(h, std::span<const int32_t>(r->tokens.data() + static_cast<size_t>(i) * bs, bs),
                    base ? base_extra : extra);
     w.hashes.push_back(h);
-    if (i >= from) names.push_back(remote_block_name(remote_model_tag_, base ? r->base_keys : r->keys, h));
+    if (i >= from)
+      names.push_back(remote_block_name(remote_model_tag_, base ? r->cache.base_keys : r->cache.keys, h));
   }
-  if (segments && !r->keys.approximate) {
+  if (segments && !r->cache.keys.approximate) {
     // Windows past the cached prefix, as the matcher slides (it never covers
     // the last token), that no cached block holds already.
     for (int32_t o = from * bs;
@@ -109,7 +110,7 @@ bool ServingEngineImpl::remote_lookup(std::unique_ptr<SchedRequest>& r) {
       const uint64_t seg = hash_block(kRootHash, std::span<const int32_t>(r->tokens.data() + o, bs), extra);
       if (kv_->segment_held(seg)) continue;
       w.windows.push_back(o);
-      names.push_back(remote_segment_name(remote_model_tag_, r->keys, seg));
+      names.push_back(remote_segment_name(remote_model_tag_, r->cache.keys, seg));
     }
   }
   if (names.empty()) return false;
@@ -131,7 +132,7 @@ bool ServingEngineImpl::remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer
   const int32_t bs = opts_.block_size;
   const size_t bytes = static_cast<size_t>(storage_->geometry().block_bytes());
   SchedRequest& r = *w.r;
-  const std::string base_extra = r.base_keys.serialize(), extra = r.keys.serialize();
+  const std::string base_extra = r.cache.base_keys.serialize(), extra = r.cache.keys.serialize();
   const size_t n_prefix = w.hashes.size() - static_cast<size_t>(w.from);
   std::vector<std::span<const uint8_t>> payloads;
   for (size_t j = 0; j < n_prefix && j < a.values.size(); ++j) {
@@ -139,7 +140,7 @@ bool ServingEngineImpl::remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer
     const int32_t i = w.from + static_cast<int32_t>(j);
     const RemoteBlockKey k{remote_model_tag_, w.hashes[i], i == 0 ? kRootHash : w.hashes[i - 1],
                            std::span<const int32_t>(r.tokens.data() + static_cast<size_t>(i) * bs, bs),
-                           i < r.lineage_block ? base_extra : extra};
+                           i < r.cache.base_blocks ? base_extra : extra};
     const auto p = decode_remote_block(*a.values[j], k, bytes);
     if (!p) {
       ++*invalid;  // torn, foreign or stale: a miss
@@ -150,8 +151,9 @@ bool ServingEngineImpl::remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer
   int32_t prefix_end = w.from;
   if (!payloads.empty()) {
     remote_importing_ = true;
-    const std::vector<int32_t> blocks = kv_->import_blocks(r.tokens, r.base_keys, r.lineage_block, r.keys,
-                                                           w.from, static_cast<int32_t>(payloads.size()));
+    const std::vector<int32_t> blocks =
+        kv_->import_blocks(r.tokens, r.cache.base_keys, r.cache.base_blocks, r.cache.keys, w.from,
+                           static_cast<int32_t>(payloads.size()));
     for (size_t k = 0; k < blocks.size(); ++k)
       std::memcpy(storage_->block_data(blocks[k]), payloads[k].data(), bytes);
     kv_->release_imported(blocks);
@@ -191,7 +193,7 @@ bool ServingEngineImpl::remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer
   if (w.picked.empty()) return false;
   std::vector<std::string> names;
   for (const RemoteWait::Picked& p : w.picked)
-    names.push_back(remote_block_name(remote_model_tag_, r.keys, p.ref.hash));
+    names.push_back(remote_block_name(remote_model_tag_, r.cache.keys, p.ref.hash));
   opts_.kv_remote->get(a.ticket, std::move(names));
   return true;
 }
@@ -201,7 +203,7 @@ void ServingEngineImpl::remote_segment_answer(RemoteWait& w, KvRemoteTier::Answe
   const int32_t bs = opts_.block_size;
   const size_t bytes = static_cast<size_t>(storage_->geometry().block_bytes());
   SchedRequest& r = *w.r;
-  const std::string extra = r.keys.serialize();
+  const std::string extra = r.cache.keys.serialize();
   std::vector<KvManager::SegmentBlockImport> items;
   std::vector<std::span<const uint8_t>> payloads;
   for (size_t j = 0; j < w.picked.size() && j < a.values.size(); ++j) {
@@ -221,7 +223,7 @@ void ServingEngineImpl::remote_segment_answer(RemoteWait& w, KvRemoteTier::Answe
   }
   if (items.empty()) return;
   remote_importing_ = true;
-  const std::vector<int32_t> blocks = kv_->import_segment_blocks(r.keys, items);
+  const std::vector<int32_t> blocks = kv_->import_segment_blocks(r.cache.keys, items);
   for (size_t k = 0; k < blocks.size(); ++k) {
     if (blocks[k] < 0) continue;
     std::memcpy(storage_->block_data(blocks[k]), payloads[k].data(), bytes);

@@ -16,13 +16,13 @@ std::vector<SegmentHit> ServingEngineImpl::find_reuse_hits(const Live& l, const 
   // invocation). Before it, segments are looked up under the base lineage,
   // whoever cached them; from it on, under the request's own.
   const int32_t base_until = std::min(l.n_prompt, l.sharing.lineage_from);
-  if (r.keys.lineage == r.base_keys.lineage || base_until <= from) {
-    return kv_->find_segments(prompt, from, r.keys, l.min_segment);
+  if (r.cache.keys.lineage == r.cache.base_keys.lineage || base_until <= from) {
+    return kv_->find_segments(prompt, from, r.cache.keys, l.min_segment);
   }
   // The search stops one before its span's end: the span takes one more.
   std::vector<SegmentHit> hits =
-      kv_->find_segments(prompt.first(base_until + 1), from, r.base_keys, l.min_segment);
-  const std::vector<SegmentHit> more = kv_->find_segments(prompt, base_until, r.keys, l.min_segment);
+      kv_->find_segments(prompt.first(base_until + 1), from, r.cache.base_keys, l.min_segment);
+  const std::vector<SegmentHit> more = kv_->find_segments(prompt, base_until, r.cache.keys, l.min_segment);
   hits.insert(hits.end(), more.begin(), more.end());
   return hits;
 }
@@ -55,8 +55,8 @@ void ServingEngineImpl::lookup_segments(const ScheduledSeq& s, Live& l) {
   for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
   // K/V from the first reused token on is approximate: never indexed.
   if (!l.hits.empty()) {
-    r->commit_limit = std::min(r->commit_limit, l.hits.front().dst_pos);
-    r->approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
+    r->cache.exact_tokens = std::min(r->cache.exact_tokens, l.hits.front().dst_pos);
+    r->cache.approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
   }
 }
 

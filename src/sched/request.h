@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "kv/block_hash.h"
+#include "kv/cache_key_policy.h"
 #include "kv/kv_manager.h"
 
 namespace agentkv {
@@ -22,12 +22,10 @@ struct SchedRequest {
   // tokens are still to run: the prompt (in chunks), then one per decode
   // step. Preemption resets it to 0 (recompute), never loses tokens.
   int32_t n_computed = 0;
-  // Lineage + namespace of its KV blocks: blocks [0, lineage_block) use
-  // base_keys (the base lineage, shareable across agents: aLoRA before its
-  // invocation), later blocks use keys. lineage_block 0: keys everywhere.
-  ExtraKeys keys;
-  ExtraKeys base_keys;
-  int32_t lineage_block = 0;
+  // How its KV blocks are keyed in the prefix cache (lineage, namespace,
+  // approximate K/V, a component pool): the engine's, applied through the
+  // KV manager; the scheduler reads only whether it holds pool blocks.
+  CacheKeyPolicy cache;
   RequestState state = RequestState::kWaiting;
   // Prompt tokens that came from the prefix cache at first admission (what
   // the API reports as cached_tokens); -1 until then.
@@ -39,28 +37,9 @@ struct SchedRequest {
   // one_per_step_from); the chunk before ends there. -1: chunks as the budget allows.
   int32_t one_per_step_from = -1;
   int32_t n_preemptions = 0;
-  // Tokens whose K/V is exact and may be indexed for prefix reuse by others.
-  // A scheme that copies approximate K/V into the sequence (segment reuse)
-  // lowers it to the first reused token; the blocks past it are committed
-  // with keys.approximate set, so only segment-reuse requests find them
-  // (a relay chain reuses the previous agent's output that way), and enter
-  // the segment index only from approx_index_from on.
-  int32_t commit_limit = std::numeric_limits<int32_t>::max();
-  // A KV component with a pool of its own (LRAgent's LR cache, DESIGN.md
-  // §2): with `lr` set the request also holds blocks of the scheduler's
-  // component pool, under lr_keys (the component's lineage), one per K/V
-  // block. At admission both prefixes are looked up; computation starts
-  // where the shorter ends (the component's, capped at the K/V's), and the
-  // rows between the two read cached K/V and write only the component.
-  bool lr = false;
-  ExtraKeys lr_keys;
   // Tokens of the K/V prefix hit at the latest admission: positions before
   // it keep their cached K/V (for the engine's rows).
   int32_t kv_hit_tokens = 0;
-  // Approximate blocks enter the segment index only from this position on
-  // (rounded up to a block): blocks holding K/V copied from a segment stay
-  // out, so a deleted or evicted segment is not served again from a copy.
-  int32_t approx_index_from = 0;
   // Work in token rows (token-layers / layers, rounded up) beyond the
   // request's tokens, set by the engine (a whole-prompt selection,
   // ReusePlanner::whole_prompt_layer; the scheduler knows no scheme):

@@ -14,7 +14,8 @@ int32_t next_chunk(const SchedRequest& r, int32_t from) {
 }
 }  // namespace
 
-Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* lr_kv) : kv_(kv), lr_kv_(lr_kv), cfg_(cfg) {
+Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* pool_kv)
+    : kv_(kv), pool_kv_(pool_kv), cfg_(cfg) {
   cfg_.max_batch_tokens = std::max(1, cfg_.max_batch_tokens);
   cfg_.max_running = std::max(1, cfg_.max_running);
 }
@@ -56,15 +57,15 @@ SchedRequest* Scheduler::find(RequestId id) {
 
 void Scheduler::free_kv(RequestId id) {
   if (kv_->has_request(id)) kv_->free(id);
-  if (lr_kv_ != nullptr && lr_kv_->has_request(id)) lr_kv_->free(id);
+  if (pool_kv_ != nullptr && pool_kv_->has_request(id)) pool_kv_->free(id);
 }
 
 bool Scheduler::allocate_to(SchedRequest* r, int32_t end) {
   const int32_t need = end - kv_->num_slots(r->id);
   if (need > 0 && !kv_->allocate_slots(r->id, need).is_ok()) return false;
-  if (r->lr && lr_kv_ != nullptr) {
-    const int32_t lr_need = end - lr_kv_->num_slots(r->id);
-    if (lr_need > 0 && !lr_kv_->allocate_slots(r->id, lr_need).is_ok()) return false;
+  if (r->cache.pool && pool_kv_ != nullptr) {
+    const int32_t pool_need = end - pool_kv_->num_slots(r->id);
+    if (pool_need > 0 && !pool_kv_->allocate_slots(r->id, pool_need).is_ok()) return false;
   }
   return true;
 }
@@ -114,20 +115,22 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
 
 int32_t Scheduler::admit(std::deque<SchedRequest*>& queue, int32_t budget, SchedulerOutput* out) {
   SchedRequest* r = queue.front();
-  KvBlocks hit, lr_hit;
-  const bool lr = r->lr && lr_kv_ != nullptr;
+  KvBlocks hit, pool_hit;
+  const bool pool = r->cache.pool && pool_kv_ != nullptr;
   if (cfg_.prefix_caching && r->read_cache) {
-    hit = kv_->get_computed_blocks_split(r->tokens, r->base_keys, r->lineage_block, r->keys);
+    hit = r->cache.lookup(*kv_, r->tokens);
     // The component's prefix counts only as far as the K/V's: past it the
     // K/V is computed anyway, and the component with it.
-    if (lr) lr_hit = lr_kv_->get_computed_blocks(std::span<const int32_t>(r->tokens.data(), hit.n_tokens() + 1), r->lr_keys);
+    if (pool)
+      pool_hit =
+          r->cache.lookup_pool(*pool_kv_, std::span<const int32_t>(r->tokens.data(), hit.n_tokens() + 1));
   }
   const int32_t n_hit = hit.n_tokens();
-  const int32_t start = lr ? lr_hit.n_tokens() : n_hit;
+  const int32_t start = pool ? pool_hit.n_tokens() : n_hit;
   const int32_t n = std::min(next_chunk(*r, start), budget);
   bool ok = kv_->allocate_slots(r->id, std::max(0, start + n - n_hit), hit).is_ok();
-  if (ok && lr) {
-    ok = lr_kv_->allocate_slots(r->id, n, lr_hit).is_ok();
+  if (ok && pool) {
+    ok = pool_kv_->allocate_slots(r->id, n, pool_hit).is_ok();
     if (!ok) kv_->free(r->id);
   }
   if (!ok) {
@@ -234,25 +237,9 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     SchedRequest* r = s.req;
     r->n_computed = s.begin + s.n;
     if (cfg_.prefix_caching) {
-      // Blocks past commit_limit hold approximate K/V (segment reuse): they
-      // are indexed under approximate keys, for segment reuse only.
-      const int32_t n_exact = std::min(r->n_computed, r->commit_limit);
-      if (r->lineage_block > 0) {
-        // Base-lineage blocks first; the second call picks up from the next block.
-        const int32_t n_base = std::min(n_exact, r->lineage_block * kv_->block_size());
-        kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_base), r->base_keys);
-      }
-      kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), n_exact), r->keys);
-      if (r->n_computed > r->commit_limit) {
-        ExtraKeys approx = r->keys;
-        approx.approximate = true;
-        const int32_t bs = kv_->block_size();
-        kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), approx,
-                                (r->approx_index_from + bs - 1) / bs);
-      }
-      if (r->lr && lr_kv_ != nullptr) {
-        lr_kv_->commit_full_blocks(r->id, std::span<const int32_t>(r->tokens.data(), r->n_computed), r->lr_keys);
-      }
+      const std::span<const int32_t> computed(r->tokens.data(), r->n_computed);
+      r->cache.commit(*kv_, r->id, computed);
+      if (r->cache.pool && pool_kv_ != nullptr) r->cache.commit_pool(*pool_kv_, r->id, computed);
     }
   }
 }

@@ -75,9 +75,9 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  // lr_kv: the pool of the KV component that has blocks of its own (LRAgent's
-  // LR cache), for requests with SchedRequest::lr; null when there is none.
-  Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* lr_kv = nullptr);
+  // pool_kv: the pool of a KV component that has blocks of its own, for
+  // requests whose SchedRequest::cache has a pool; null when there is none.
+  Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* pool_kv = nullptr);
 
   // Queues a request (state kWaiting, n_computed 0, tokens non-empty). The
   // caller bounds the queue; the scheduler accepts anything.
@@ -130,7 +130,7 @@ class Scheduler {
   void free_kv(RequestId id);
 
   KvManager* kv_;
-  KvManager* lr_kv_;
+  KvManager* pool_kv_;
   SchedulerConfig cfg_;
   std::unordered_map<RequestId, std::unique_ptr<SchedRequest>> all_;
   std::deque<SchedRequest*> waiting_;

@@ -19,7 +19,7 @@ std::unique_ptr<SchedRequest> make_req(RequestId id, std::vector<int32_t> tokens
   r->id = id;
   r->n_prompt = static_cast<int32_t>(tokens.size());
   r->tokens = std::move(tokens);
-  r->keys = std::move(keys);
+  r->cache.keys = std::move(keys);
   return r;
 }
 
@@ -214,8 +214,8 @@ TEST(Scheduler, SplitLineageIsSharedBothWays) {
   };
   // The adapter first: 5 blocks, the invocation starts in block 3 (token 13).
   auto a = make_req(1, iota_tokens(20), adapter);
-  a->base_keys = base;
-  a->lineage_block = 13 / kBs;  // 3 blocks end at or before token 13
+  a->cache.base_keys = base;
+  a->cache.base_blocks = 13 / kBs;  // 3 blocks end at or before token 13
   s.add(std::move(a));
   step(s);
   EXPECT_EQ(s.find(1)->n_cached_prompt, 0);
@@ -228,16 +228,16 @@ TEST(Scheduler, SplitLineageIsSharedBothWays) {
   // An adapter request whose prefix the base computed hits the base blocks
   // up to its own lineage switch, and its own adapter-lineage blocks after.
   auto c = make_req(3, iota_tokens(22), adapter);
-  c->base_keys = base;
-  c->lineage_block = 3;
+  c->cache.base_keys = base;
+  c->cache.base_blocks = 3;
   s.add(std::move(c));
   step(s);
   EXPECT_EQ(s.find(3)->n_cached_prompt, 5 * kBs);  // 3 base + 2 adapter blocks from request 1
   run_to_end(3);
   // Another adapter with the same switch point gets only the base blocks.
   auto d = make_req(4, iota_tokens(22), ExtraKeys{"other-adapter", "t", ""});
-  d->base_keys = base;
-  d->lineage_block = 3;
+  d->cache.base_keys = base;
+  d->cache.base_blocks = 3;
   s.add(std::move(d));
   step(s);
   EXPECT_EQ(s.find(4)->n_cached_prompt, 3 * kBs);
