@@ -19,6 +19,12 @@ also prints, per task, each scheme's mean KL and reuse rate with the ratio
 of its mean KL to LABEL's, and a 95% interval from a paired bootstrap over
 prompts (--boot resamples): the comparison of two settings of one scheme
 whose accuracies are too close to tell apart.
+
+  tools/fidelity_paired.py --acc-base LABEL RESULTS.json ...
+
+also prints, per task, each scheme's accuracy difference from LABEL's
+(instead of full's), paired by prompt the same way: whether a variant
+changes a scheme's accuracy.
 """
 import argparse
 import json
@@ -31,6 +37,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", nargs="+")
     p.add_argument("--kl-base", help="a scheme label: also the KL ratios of every scheme to its, paired")
+    p.add_argument("--acc-base", help="a scheme label: also the accuracy differences from its, paired")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples of --kl-base (default 2000)")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
@@ -49,23 +56,35 @@ def main():
         if full is None:
             continue
         print(f"\n{task}: {len(full)} prompts\n")
-        print("| scheme | accuracy | minus full | 95% interval of the difference |")
-        print("|---|---|---|---|")
-        print(f"| full | {100 * sum(full) / len(full):.1f}% | | |")
-        for label, s in rows.items():
-            if label == "full":
-                continue
-            if len(s) != len(full):
-                raise SystemExit(f"{task}/{label}: {len(s)} prompts against full's {len(full)}")
-            d = [x - y for x, y in zip(s, full)]
-            n = len(d)
-            mean = sum(d) / n
-            sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1)) if n > 1 else 0.0
-            half = 1.96 * sd / math.sqrt(n)
-            print(f"| {label} | {100 * sum(s) / n:.1f}% | {100 * mean:+.1f} | [{100 * (mean - half):+.1f}, "
-                  f"{100 * (mean + half):+.1f}] |")
+        acc_table(task, rows, "full")
+        if a.acc_base:
+            if a.acc_base not in rows:
+                raise SystemExit(f"{task}: no scheme labelled {a.acc_base!r} (have: {', '.join(rows)})")
+            print(f"\n{task}: accuracy against {a.acc_base}\n")
+            acc_table(task, rows, a.acc_base)
         if a.kl_base:
             kl_table(task, kls[task], a.kl_base, a.boot, a.seed)
+
+
+def acc_table(task, rows, base):
+    """Each scheme's accuracy and its paired difference from `base`'s, with a
+    95% interval (1.96 standard errors of the per-prompt differences)."""
+    ref = rows[base]
+    print(f"| scheme | accuracy | minus {base} | 95% interval of the difference |")
+    print("|---|---|---|---|")
+    print(f"| {base} | {100 * sum(ref) / len(ref):.1f}% | | |")
+    for label, s in rows.items():
+        if label == base:
+            continue
+        if len(s) != len(ref):
+            raise SystemExit(f"{task}/{label}: {len(s)} prompts against {base}'s {len(ref)}")
+        d = [x - y for x, y in zip(s, ref)]
+        n = len(d)
+        mean = sum(d) / n
+        sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1)) if n > 1 else 0.0
+        half = 1.96 * sd / math.sqrt(n)
+        print(f"| {label} | {100 * sum(s) / n:.1f}% | {100 * mean:+.1f} | [{100 * (mean - half):+.1f}, "
+              f"{100 * (mean + half):+.1f}] |")
 
 
 def kl_table(task, rows, base, boot, seed):

@@ -86,3 +86,20 @@ def test_two_runs_are_compared_prompt_by_prompt(tmp_path):
     assert "| x | 3.0000 | 1.5000 | 0.50 [0.50, 0.50] | 50% | 100% | 50.0% | 50.0% |" in out.stdout, out.stdout
     bad = subprocess.run([sys.executable, str(tool), str(pa), str(pb), "--task", "zz"], capture_output=True, text=True)
     assert bad.returncode != 0 and "no scheme of task zz" in bad.stderr
+
+
+def test_accuracy_against_another_scheme_is_paired(tmp_path):
+    # relay+16 minus relay: +1, 0, 0, 0: mean +0.25, sd 0.5, half-width 0.49.
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"rows": [
+        {"task": "agents", "label": "full", "scores": [1, 1, 1, 1]},
+        {"task": "agents", "label": "relay", "scores": [0, 1, 0, 1]},
+        {"task": "agents", "label": "relay+16", "scores": [1, 1, 0, 1]},
+    ]}))
+    out = subprocess.run([sys.executable, str(TOOL), "--acc-base", "relay", str(p)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "agents: accuracy against relay" in out.stdout
+    assert "| relay+16 | 75.0% | +25.0 | [-24.0, +74.0] |" in out.stdout
+    assert "| full | 100.0% | +50.0 |" in out.stdout
+    bad = subprocess.run([sys.executable, str(TOOL), "--acc-base", "nope", str(p)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no scheme labelled 'nope'" in bad.stderr
