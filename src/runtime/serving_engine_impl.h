@@ -81,7 +81,7 @@ struct Live {
   // position whether its K/V is copied from a cached segment and where its
   // run starts. Looked up once, at the first prompt chunk.
   std::unique_ptr<ReusePlanner> planner;
-  int32_t droidspeak_admission = -1;       // DroidSpeak: the admission (preemption count) whose recompute rows ran
+  int32_t redo_admission = -1;  // the admission (preemption count) whose redo rows ran
   bool reuse_looked_up = false;
   int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
   std::vector<SegmentHit> hits;
@@ -91,7 +91,7 @@ struct Live {
   int32_t min_segment = 0;                 // shortest segment reused, tokens
   std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
   std::vector<float> influence;            // [n_prompt]: a reused position's influence score
-  bool capture = false;                    // relay captures: hidden state at the capture layer, influence
+  bool capture = false;                    // captures: hidden state at the capture layer, influence
   // Whole-prompt selection (ReusePlanner::whole_prompt_layer;
   // serving_engine_defer.cpp). The earlier chunks run up to the selection
   // layer and wait: defer_begin is where the first of them began (-1: none
@@ -317,22 +317,23 @@ class ServingEngineImpl final : public ServingEngine {
   // A request is finishing, its blocks still held: when it was a segment's
   // prefill, freeze them (or report why not) to the waiting create_segment.
   void finish_segment_job(ServeId id, ServeFinish why, const std::string& error);
-  // Relay captures: what a row of a capturing request asks the runner for,
+  // Captures (the components of role kCapture*): what a row of a capturing request asks the runner for,
   // and storing what the runner captured into the KV components.
   void mark_captures(const Live& l, TokenRow* row) const;
   // The rows of a chunk that does no segment reuse (serving_engine_shared.cpp
   // for what the shared-K/V schemes add): the scheme's RowSpecs as TokenRows,
-  // with LRAgent's LR slots and rows that keep cached K/V, and DroidSpeak's
-  // recompute rows for tokens another agent wrote. Appends one StepSeq.
+  // with the component pool's slots (LRAgent's LR rows) and rows that keep
+  // cached K/V, and the redo rows (SeqSharing::redo_layers; DroidSpeak's)
+  // for tokens another agent wrote. Appends one StepSeq.
   void plan_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
-  void add_droidspeak_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, const std::vector<int32_t>& blocks,
-                           Step* step);
-  // DroidSpeak: after a step, the agent of each slot its rows wrote.
+  void add_redo_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index,
+                     const std::vector<int32_t>& blocks, Step* step);
+  // Owner tags: after a step, the agent of each slot that redo-layer rows wrote.
   void store_owners(const Step& step, const std::vector<Live*>& seq_of);
   int32_t agent_tag(const Adapter* a);
-  // Whether a DroidSpeak request's rows keep and use hidden-state snapshots:
-  // its first critical layer is the one the server keeps them at.
-  bool droidspeak_snapshots(const Live& l) const;
+  // Whether a request's redo rows keep and use hidden-state snapshots: its
+  // first redo layer is the one the server keeps them at (owner_layer_).
+  bool owner_snapshots(const Live& l) const;
   void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
   uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
 

@@ -282,9 +282,10 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
   const int64_t d = model_->spec.d_model;
   int64_t ci = 0;
   for (size_t q = 0; q < step.seqs.size(); ++q) {
-    // A DroidSpeak request's captures are its snapshots; others' relay's.
-    const bool ds = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.critical_layers.empty();
-    KvComponent* to = ds ? owner_hidden_ : hidden_;
+    // A request with redo layers captures its owner snapshots; others, the
+    // capture component's.
+    const bool redo = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.redo_layers.empty();
+    KvComponent* to = redo ? owner_hidden_ : hidden_;
     // A chunk run only through its whole-prompt selection layer: its
     // captures wait in the request for the prompt's last chunk.
     Live* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer_step ? seq_of[q] : nullptr;

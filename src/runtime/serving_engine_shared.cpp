@@ -5,14 +5,13 @@
 //    (positions before SchedRequest::kv_hit_tokens) keep it and write only
 //    their LR row: BaseShared's "LR prefill". The sequence's attention reads
 //    V_base + s·V_lr·B (Step::seq_lr).
-//  - DroidSpeak: at a request's first chunk after admission, every cached
-//    position this agent has not processed yet (another agent wrote it) gets
-//    a row that runs the agent's forward and writes K/V in the critical
-//    layers only, overwriting the shared entries (LRAgent App. D.6). A
-//    token an agent once processed is not redone when another agent later
-//    overwrote its critical layers: as the paper's per-agent cache length.
-//    These rows ride with the chunk, beyond the scheduler's token budget (it
-//    budgets tokens to compute, not rows; a known gap, docs/usage.md).
+//  - redo layers (SeqSharing::redo_layers, DroidSpeak's critical layers):
+//    at a request's first chunk after admission, every cached position this
+//    agent has not processed yet (another agent wrote it) gets a row that
+//    runs the agent's forward and writes K/V in those layers only, overwriting the shared entries (LRAgent
+//    App. D.6). A token an agent once processed is not redone when another agent later overwrote its critical
+//    layers: as the paper's per-agent cache length. These rows ride with the chunk, beyond the scheduler's
+//    token budget (it budgets tokens to compute, not rows; a known gap, docs/usage.md).
 // The engine sees scheme decisions (SeqSharing) only; no scheme names here.
 #include <cstring>
 
@@ -49,11 +48,11 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
   StepSeq q;
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);
-  if (!l.sharing.critical_layers.empty() && l.sharing.adapter != nullptr) {
-    add_droidspeak_rows(s, l, adapter_index, q.blocks, step);
+  if (!l.sharing.redo_layers.empty() && l.sharing.adapter != nullptr) {
+    add_redo_rows(s, l, adapter_index, q.blocks, step);
   }
   const std::vector<int32_t>* lr_blocks = lr ? &lr_kv_->block_table(r->id) : nullptr;
-  const bool ds_snapshots = droidspeak_snapshots(l);
+  const bool owner_snaps = owner_snapshots(l);
   std::vector<RowSpec> specs;
   sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
   for (const RowSpec& rs : specs) {
@@ -73,7 +72,7 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
     if (score) row.logits = true;
     if (row.logits) logit_rows->push_back({r->id, score ? pos : -1});
     mark_captures(l, &row);
-    if (ds_snapshots && row.slot >= 0) row.capture_layer = owner_layer_;
+    if (owner_snaps && row.slot >= 0) row.capture_layer = owner_layer_;
     step->rows.push_back(row);
   }
   q.row_end = static_cast<int32_t>(step->rows.size());
@@ -84,15 +83,15 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
   step->seqs.push_back(std::move(q));
 }
 
-void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index,
-                                            const std::vector<int32_t>& blocks, Step* step) {
+void ServingEngineImpl::add_redo_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index,
+                                      const std::vector<int32_t>& blocks, Step* step) {
   SchedRequest* r = s.req;
   // Once per admission, at its first chunk: the cached prefix is [0, s.begin).
-  if (l.droidspeak_admission == r->n_preemptions || s.begin != r->kv_hit_tokens || s.begin == 0) return;
-  l.droidspeak_admission = r->n_preemptions;
+  if (l.redo_admission == r->n_preemptions || s.begin != r->kv_hit_tokens || s.begin == 0) return;
+  l.redo_admission = r->n_preemptions;
   const int32_t bs = opts_.block_size;
   const uint32_t bit = uint32_t{1} << (agent_tag(l.sharing.adapter) % 32);
-  const bool snapshots = droidspeak_snapshots(l);
+  const bool snapshots = owner_snapshots(l);
   int32_t mask = -1;
   for (int32_t p = 0; p < s.begin; ++p) {
     const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
@@ -100,7 +99,7 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
     if (mask < 0) {
       mask = static_cast<int32_t>(step->write_masks.size());
       std::vector<uint8_t> m(model_->spec.n_layers, 0);
-      for (int32_t layer : l.sharing.critical_layers) m[layer] = 1;
+      for (int32_t layer : l.sharing.redo_layers) m[layer] = 1;
       step->write_masks.push_back(std::move(m));
     }
     TokenRow row;
@@ -109,7 +108,7 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
     row.slot = slot;
     row.adapter = adapter_index;
     row.write_mask = mask;
-    row.layer_end = l.sharing.critical_layers.back() + 1;
+    row.layer_end = l.sharing.redo_layers.back() + 1;
     // From the snapshot at the first critical layer where one is kept (the
     // state of the agent that processed the token), else from layer 0,
     // keeping a snapshot on the way.
@@ -126,15 +125,15 @@ void ServingEngineImpl::add_droidspeak_rows(const ScheduledSeq& s, Live& l, int3
   }
 }
 
-bool ServingEngineImpl::droidspeak_snapshots(const Live& l) const {
-  return owner_hidden_ != nullptr && !l.sharing.critical_layers.empty() &&
-         l.sharing.critical_layers.front() == owner_layer_;
+bool ServingEngineImpl::owner_snapshots(const Live& l) const {
+  return owner_hidden_ != nullptr && !l.sharing.redo_layers.empty() &&
+         l.sharing.redo_layers.front() == owner_layer_;
 }
 
 void ServingEngineImpl::store_owners(const Step& step, const std::vector<Live*>& seq_of) {
   for (size_t q = 0; q < step.seqs.size() && q < seq_of.size(); ++q) {
     const Live* l = seq_of[q];
-    if (l == nullptr || l->sharing.critical_layers.empty()) continue;
+    if (l == nullptr || l->sharing.redo_layers.empty()) continue;
     const uint32_t bit = uint32_t{1} << (agent_tag(l->sharing.adapter) % 32);
     const StepSeq& sq = step.seqs[q];
     for (int32_t i = sq.row_begin; i < sq.row_end; ++i) {

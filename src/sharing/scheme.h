@@ -54,10 +54,11 @@ struct SeqSharing {
   std::string lr_lineage;
   // lragent-baselr for an adapter in no shared-A group: BaseShared rules.
   bool lr_fallback = false;
-  // DroidSpeak: the critical layers, ascending. Tokens whose K/V another
-  // agent wrote are recomputed from the first of them on, writing K/V only
-  // in them. Empty: none.
-  std::vector<int32_t> critical_layers;
+  // Redo layers, ascending (DroidSpeak's critical layers): at each admission,
+  // the cached tokens that another agent wrote (the KV pool's owner tags)
+  // are run again with this request's weights from the first of them on,
+  // writing K/V only in them. Empty: none.
+  std::vector<int32_t> redo_layers;
 };
 
 // What a scheme decides a request's sharing from.

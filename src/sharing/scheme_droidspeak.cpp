@@ -32,8 +32,8 @@ class SchemeDroidspeak final : public SharingScheme {
     s.lineage_from = kNever;
     s.shared_lineage = "droidspeak";
     if (c.params != nullptr && c.params->critical_layers) {
-      s.critical_layers = *c.params->critical_layers;
-      std::sort(s.critical_layers.begin(), s.critical_layers.end());
+      s.redo_layers = *c.params->critical_layers;
+      std::sort(s.redo_layers.begin(), s.redo_layers.end());
     }
     return s;
   }
