@@ -222,9 +222,15 @@ void HttpServer::request_end() {
 }
 
 void HttpServer::setup_routes() {
-  httplib::Server& s = *http_;
   // httplib answers 413 (reading and discarding the body) past this size.
-  s.set_payload_max_length(cfg_.limits.max_body_bytes);
+  http_->set_payload_max_length(cfg_.limits.max_body_bytes);
+  setup_error_handlers();
+  setup_api_routes();
+  setup_wrong_methods();
+}
+
+void HttpServer::setup_error_handlers() {
+  httplib::Server& s = *http_;
 
   s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     // A chunked request body has no size limit in this httplib; require a length.
@@ -261,7 +267,10 @@ void HttpServer::setup_routes() {
   s.set_logger([this](const httplib::Request&, const httplib::Response& res) {
     metrics_.requests(std::to_string(res.status)).inc();
   });
+}
 
+void HttpServer::setup_api_routes() {
+  httplib::Server& s = *http_;
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_completions(req, res, false);
   });
@@ -301,8 +310,11 @@ void HttpServer::setup_routes() {
            [this](const httplib::Request& req, httplib::Response& res) { handle_session_delete(req, res); });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) { handle_health(res); });
   s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { handle_metrics(res); });
+}
 
-  // The known paths with the wrong method.
+// The known paths with the wrong method: 405 with Allow.
+void HttpServer::setup_wrong_methods() {
+  httplib::Server& s = *http_;
   auto not_allowed = [](const char* allow) {
     return [allow](const httplib::Request&, httplib::Response& res) {
       write_error(res, error_for_status(405));

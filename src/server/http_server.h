@@ -105,7 +105,10 @@ class HttpServer {
   void add_scrape_hook(std::function<void()> fn) { scrape_hooks_.push_back(std::move(fn)); }
 
  private:
-  void setup_routes();
+  void setup_routes();          // the three below, and the body size limit
+  void setup_error_handlers();  // OpenAI error bodies for what httplib answers itself
+  void setup_api_routes();
+  void setup_wrong_methods();
   // `admin`: also require a key in admin_api_keys (403 otherwise) when keys are set.
   bool authorize(const httplib::Request& req, httplib::Response& res, std::string* tenant,
                  bool admin = false) const;
