@@ -134,13 +134,84 @@ bool PeftLoraConfig::transforms_layer(int32_t layer) const {
   return false;
 }
 
+namespace {
+
+// layers_to_transform: one layer or a list.
+Status parse_layers(Json& cfg, PeftLoraConfig* c) {
+  if (!is_unset(cfg, "layers_to_transform")) {
+    const Json& v = cfg["layers_to_transform"];
+    std::vector<int32_t> layers;
+    for (const Json& e : v.is_array() ? v : Json::array({v})) {
+      AKV_ASSIGN_OR_RETURN(int64_t l, get_int(e, "layers_to_transform entry"));
+      if (l < 0 || l > INT32_MAX) {
+        return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: layers_to_transform entry ", l,
+                          " is negative or too large");
+      }
+      layers.push_back(static_cast<int32_t>(l));
+    }
+    c->layers_to_transform = std::move(layers);
+  }
+  return Status::ok();
+}
+
+// rank_pattern and alpha_pattern, in file order.
+Status parse_patterns(Json& cfg, PeftLoraConfig* c) {
+  for (const char* field : {"rank_pattern", "alpha_pattern"}) {
+    if (is_unset(cfg, field)) continue;
+    const Json& v = cfg[field];
+    if (!v.is_object()) {
+      return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: ", field, " must be an object");
+    }
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      AKV_RETURN_IF_ERROR(check_pattern_key(it.key(), field));
+      const std::string what = std::string(field) + " " + quoted_name(it.key());
+      if (field[0] == 'r') {
+        AKV_ASSIGN_OR_RETURN(int64_t pr, get_int(it.value(), what));
+        if (pr <= 0 || pr > 65536) {
+          return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: ", what, " = ", pr, " out of range");
+        }
+        c->rank_pattern.emplace_back(it.key(), static_cast<int32_t>(pr));
+      } else {
+        AKV_ASSIGN_OR_RETURN(double a, get_number(it.value(), what));
+        c->alpha_pattern.emplace_back(it.key(), a);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+// aLoRA's invocation tokens (an empty list: a plain LoRA).
+Status parse_invocation(Json& cfg, PeftLoraConfig* c) {
+  if (!is_unset(cfg, "alora_invocation_tokens")) {
+    const Json& v = cfg["alora_invocation_tokens"];
+    if (!v.is_array()) {
+      return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: alora_invocation_tokens must be a list of token ids");
+    }
+    for (const Json& e : v) {
+      AKV_ASSIGN_OR_RETURN(int64_t id, get_int(e, "alora_invocation_tokens entry"));
+      c->invocation_tokens.push_back(id);
+    }
+  } else if (cfg.contains("alora_invocation_tokens") && cfg["alora_invocation_tokens"].is_array()) {
+    // An empty list is falsy to PEFT and to llama.cpp's converter: a plain LoRA.
+  } else if (!is_unset(cfg, "invocation_string")) {
+    return make_error(ErrorCode::kUnsupported,
+                      "adapter_config.json: invocation_string without alora_invocation_tokens; tokenize it with the "
+                      "base tokenizer and store the ids as alora_invocation_tokens");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<PeftLoraConfig> peft_config_parse(std::string_view json_text) {
   AKV_ASSIGN_OR_RETURN(Json cfg, parse_config_json(json_text));
-  if (!cfg.is_object()) return make_error(ErrorCode::kInvalidArgument, "adapter_config.json must be a JSON object");
+  if (!cfg.is_object())
+    return make_error(ErrorCode::kInvalidArgument, "adapter_config.json must be a JSON object");
   PeftLoraConfig c;
 
   if (!cfg.contains("peft_type") || !cfg["peft_type"].is_string()) {
-    return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: peft_type missing (expected \"LORA\")");
+    return make_error(ErrorCode::kInvalidArgument,
+                      "adapter_config.json: peft_type missing (expected \"LORA\")");
   }
   if (cfg["peft_type"].get<std::string>() != "LORA") {
     return make_error(ErrorCode::kUnsupported, "adapter_config.json: peft_type ",
@@ -148,7 +219,8 @@ Result<PeftLoraConfig> peft_config_parse(std::string_view json_text) {
   }
   if (!cfg.contains("r")) return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: r missing");
   AKV_ASSIGN_OR_RETURN(int64_t r, get_int(cfg["r"], "r"));
-  if (r <= 0 || r > 65536) return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: r = ", r, " out of range");
+  if (r <= 0 || r > 65536)
+    return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: r = ", r, " out of range");
   c.r = static_cast<int32_t>(r);
   if (cfg.contains("lora_alpha") && !cfg["lora_alpha"].is_null()) {
     AKV_ASSIGN_OR_RETURN(c.lora_alpha, get_number(cfg["lora_alpha"], "lora_alpha"));
@@ -182,58 +254,9 @@ Result<PeftLoraConfig> peft_config_parse(std::string_view json_text) {
     }
   }
 
-  if (!is_unset(cfg, "layers_to_transform")) {
-    const Json& v = cfg["layers_to_transform"];
-    std::vector<int32_t> layers;
-    for (const Json& e : v.is_array() ? v : Json::array({v})) {
-      AKV_ASSIGN_OR_RETURN(int64_t l, get_int(e, "layers_to_transform entry"));
-      if (l < 0 || l > INT32_MAX) {
-        return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: layers_to_transform entry ", l,
-                          " is negative or too large");
-      }
-      layers.push_back(static_cast<int32_t>(l));
-    }
-    c.layers_to_transform = std::move(layers);
-  }
-
-  for (const char* field : {"rank_pattern", "alpha_pattern"}) {
-    if (is_unset(cfg, field)) continue;
-    const Json& v = cfg[field];
-    if (!v.is_object()) {
-      return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: ", field, " must be an object");
-    }
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      AKV_RETURN_IF_ERROR(check_pattern_key(it.key(), field));
-      const std::string what = std::string(field) + " " + quoted_name(it.key());
-      if (field[0] == 'r') {
-        AKV_ASSIGN_OR_RETURN(int64_t pr, get_int(it.value(), what));
-        if (pr <= 0 || pr > 65536) {
-          return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: ", what, " = ", pr, " out of range");
-        }
-        c.rank_pattern.emplace_back(it.key(), static_cast<int32_t>(pr));
-      } else {
-        AKV_ASSIGN_OR_RETURN(double a, get_number(it.value(), what));
-        c.alpha_pattern.emplace_back(it.key(), a);
-      }
-    }
-  }
-
-  if (!is_unset(cfg, "alora_invocation_tokens")) {
-    const Json& v = cfg["alora_invocation_tokens"];
-    if (!v.is_array()) {
-      return make_error(ErrorCode::kInvalidArgument, "adapter_config.json: alora_invocation_tokens must be a list of token ids");
-    }
-    for (const Json& e : v) {
-      AKV_ASSIGN_OR_RETURN(int64_t id, get_int(e, "alora_invocation_tokens entry"));
-      c.invocation_tokens.push_back(id);
-    }
-  } else if (cfg.contains("alora_invocation_tokens") && cfg["alora_invocation_tokens"].is_array()) {
-    // An empty list is falsy to PEFT and to llama.cpp's converter: a plain LoRA.
-  } else if (!is_unset(cfg, "invocation_string")) {
-    return make_error(ErrorCode::kUnsupported,
-                      "adapter_config.json: invocation_string without alora_invocation_tokens; tokenize it with the "
-                      "base tokenizer and store the ids as alora_invocation_tokens");
-  }
+  AKV_RETURN_IF_ERROR(parse_layers(cfg, &c));
+  AKV_RETURN_IF_ERROR(parse_patterns(cfg, &c));
+  AKV_RETURN_IF_ERROR(parse_invocation(cfg, &c));
   return c;
 }
 

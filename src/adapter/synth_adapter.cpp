@@ -84,6 +84,53 @@ Status write_text(const std::string& path, const std::string& text) {
   return Status::ok();
 }
 
+// The measured |s·B·A·x| / |W·x| of one layer's A and B, on a few Gaussian
+// probes (fixed seed: the same x for every adapter).
+double probe_ratio(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& wv,
+                   const LoraBaseShape& shape, int32_t rank, double scale, uint64_t probe_seed) {
+  constexpr int kProbes = 4;
+  Gaussian gx(probe_seed);
+  std::vector<float> x(static_cast<size_t>(shape.d_in)), ax(static_cast<size_t>(rank)),
+      bax(static_cast<size_t>(shape.d_out)), wx(static_cast<size_t>(shape.d_out));
+  double layer_ratio = 0;
+  for (int p = 0; p < kProbes; ++p) {
+    for (float& v : x) v = gx.next();
+    matvec(a.data(), rank, shape.d_in, x.data(), ax.data());
+    matvec(b.data(), shape.d_out, rank, ax.data(), bax.data());
+    matvec(wv.data(), shape.d_out, shape.d_in, x.data(), wx.data());
+    const double wn = norm(wx);
+    layer_ratio += wn > 0 ? scale * norm(bax) / wn : 0.0;
+  }
+  return layer_ratio / kProbes;
+}
+
+// PEFT's adapter_config.json for the synthetic adapter.
+nlohmann::ordered_json peft_config_json(const SynthAdapterConfig& cfg, double alpha) {
+  nlohmann::ordered_json c;
+  c["peft_type"] = "LORA";
+  c["task_type"] = "CAUSAL_LM";
+  c["base_model_name_or_path"] = cfg.base_name;
+  c["r"] = cfg.rank;
+  c["lora_alpha"] = alpha;
+  c["lora_dropout"] = 0.0;
+  nlohmann::ordered_json targets = nlohmann::ordered_json::array();
+  for (LoraTarget t : kAllLoraTargets)
+    if (cfg.targets[static_cast<int32_t>(t)]) targets.push_back(lora_target_peft_name(t));
+  c["target_modules"] = targets;
+  c["bias"] = "none";
+  c["fan_in_fan_out"] = false;
+  c["use_rslora"] = false;
+  c["use_dora"] = false;
+  c["rank_pattern"] = nlohmann::ordered_json::object();
+  c["alpha_pattern"] = nlohmann::ordered_json::object();
+  c["layers_to_transform"] = nullptr;
+  c["modules_to_save"] = nullptr;
+  c["alora_invocation_tokens"] = cfg.invocation_tokens.empty()
+                                     ? nlohmann::ordered_json(nullptr)
+                                     : nlohmann::ordered_json(cfg.invocation_tokens);
+  return c;
+}
+
 }  // namespace
 
 Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, const Model& base,
@@ -106,7 +153,6 @@ Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, co
   SafetensorsWriter w;
   SynthAdapterReport report;
   report.mean_ratio.fill(-1.0);
-  std::vector<float> x, ax, bax, wx;
   for (LoraTarget t : kAllLoraTargets) {
     if (!cfg.targets[static_cast<int32_t>(t)]) continue;
     const LoraBaseShape shape = lora_base_shape(spec, t);
@@ -133,23 +179,7 @@ Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, co
       Gaussian gb(stream_seed(cfg.seed, layer, t, 'b'));
       for (float& v : b) v = sb * gb.next();
 
-      // Measure on a few Gaussian probes (fixed seed: the same x for every adapter).
-      constexpr int kProbes = 4;
-      Gaussian gx(stream_seed(0x9e0be, layer, t, 'x'));
-      double layer_ratio = 0;
-      for (int p = 0; p < kProbes; ++p) {
-        x.resize(static_cast<size_t>(shape.d_in));
-        for (float& v : x) v = gx.next();
-        ax.resize(static_cast<size_t>(cfg.rank));
-        bax.resize(static_cast<size_t>(shape.d_out));
-        wx.resize(static_cast<size_t>(shape.d_out));
-        matvec(a.data(), cfg.rank, shape.d_in, x.data(), ax.data());
-        matvec(b.data(), shape.d_out, cfg.rank, ax.data(), bax.data());
-        matvec(wv.data(), shape.d_out, shape.d_in, x.data(), wx.data());
-        const double wn = norm(wx);
-        layer_ratio += wn > 0 ? scale * norm(bax) / wn : 0.0;
-      }
-      ratio_sum += layer_ratio / kProbes;
+      ratio_sum += probe_ratio(a, b, wv, shape, cfg.rank, scale, stream_seed(0x9e0be, layer, t, 'x'));
 
       const std::string an = peft_tensor_name(layer, t, false), bn = peft_tensor_name(layer, t, true);
       if (cfg.bf16) {
@@ -166,27 +196,7 @@ Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, co
   w.add_metadata("agentkv.synth.seed", std::to_string(cfg.seed));
   if (!cfg.shared_a_group.empty()) w.add_metadata("agentkv.synth.shared_a_group", cfg.shared_a_group);
 
-  nlohmann::ordered_json c;
-  c["peft_type"] = "LORA";
-  c["task_type"] = "CAUSAL_LM";
-  c["base_model_name_or_path"] = cfg.base_name;
-  c["r"] = cfg.rank;
-  c["lora_alpha"] = alpha;
-  c["lora_dropout"] = 0.0;
-  nlohmann::ordered_json targets = nlohmann::ordered_json::array();
-  for (LoraTarget t : kAllLoraTargets)
-    if (cfg.targets[static_cast<int32_t>(t)]) targets.push_back(lora_target_peft_name(t));
-  c["target_modules"] = targets;
-  c["bias"] = "none";
-  c["fan_in_fan_out"] = false;
-  c["use_rslora"] = false;
-  c["use_dora"] = false;
-  c["rank_pattern"] = nlohmann::ordered_json::object();
-  c["alpha_pattern"] = nlohmann::ordered_json::object();
-  c["layers_to_transform"] = nullptr;
-  c["modules_to_save"] = nullptr;
-  c["alora_invocation_tokens"] =
-      cfg.invocation_tokens.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(cfg.invocation_tokens);
+  const nlohmann::ordered_json c = peft_config_json(cfg, alpha);
 
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);

@@ -172,6 +172,33 @@ void run(FidelityArgs a) {
   if (!a.json_out.empty()) std::ofstream(a.json_out) << j.dump(2) << "\n";
 }
 
+// Each task's shape, beyond the documents and their length.
+void add_task_shape_flags(CLI::App* cmd, TaskShapeArgs* shape) {
+  cmd->add_option("--needles", shape->needles, "mq-niah: key-value needles in the context (default 4)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--queries", shape->queries, "mq-niah: keys asked, <= needles (default 2)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--chains", shape->chains, "vt: chains of assignments, the first one asked (default 1)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--hops", shape->hops, "vt: assignments after the first in each chain (default 2)")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--words", shape->words, "cwe: common words asked (default 3)")->check(CLI::Range(1, 100));
+  cmd->add_option("--common-freq", shape->common_freq, "cwe: occurrences of each common word (default 25)")
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--rare-freq", shape->rare_freq, "cwe: occurrences of each other word (default 1)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--zipf-alpha", shape->zipf_alpha, "fwe: Zipf exponent of the word counts (default 2)")
+      ->check(CLI::Range(1.01, 10.0));
+  cmd->add_option("--facts", shape->facts, "chat: facts told in the history, the first one asked (default 3)")
+      ->check(CLI::Range(1, 10));
+  cmd->add_option("--session-turns", shape->session_turns,
+                  "chat: turns cached together, as one session of the history (default 2)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--agent-tokens", shape->agent_tokens,
+                  "agents: most tokens of an agent's report (default 96)")
+      ->check(CLI::Range(1, 4096));
+}
+
 }  // namespace
 
 void register_bench_fidelity(CLI::App& app) {
@@ -218,28 +245,7 @@ void register_bench_fidelity(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--seed", a->o.tasks.seed, "seed of the tasks")->capture_default_str();
-  cmd->add_option("--needles", a->shape.needles, "mq-niah: key-value needles in the context (default 4)")
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--queries", a->shape.queries, "mq-niah: keys asked, <= needles (default 2)")
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--chains", a->shape.chains, "vt: chains of assignments, the first one asked (default 1)")
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--hops", a->shape.hops, "vt: assignments after the first in each chain (default 2)")
-      ->check(CLI::Range(0, 100));
-  cmd->add_option("--words", a->shape.words, "cwe: common words asked (default 3)")->check(CLI::Range(1, 100));
-  cmd->add_option("--common-freq", a->shape.common_freq, "cwe: occurrences of each common word (default 25)")
-      ->check(CLI::Range(2, 1000));
-  cmd->add_option("--rare-freq", a->shape.rare_freq, "cwe: occurrences of each other word (default 1)")
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("--zipf-alpha", a->shape.zipf_alpha, "fwe: Zipf exponent of the word counts (default 2)")
-      ->check(CLI::Range(1.01, 10.0));
-  cmd->add_option("--facts", a->shape.facts, "chat: facts told in the history, the first one asked (default 3)")
-      ->check(CLI::Range(1, 10));
-  cmd->add_option("--session-turns", a->shape.session_turns,
-                  "chat: turns cached together, as one session of the history (default 2)")
-      ->check(CLI::Range(1, 64));
-  cmd->add_option("--agent-tokens", a->shape.agent_tokens, "agents: most tokens of an agent's report (default 96)")
-      ->check(CLI::Range(1, 4096));
+  add_task_shape_flags(cmd, &a->shape);
   cmd->add_option("--block-size", a->o.block_size, "KV block size")->capture_default_str();
   cmd->add_option("--kv-cache-mb", a->o.kv_cache_mb, "KV cache of each engine, MiB")->capture_default_str();
   cmd->add_option("--max-batch-tokens", a->o.max_batch_tokens,

@@ -113,6 +113,93 @@ void print_accuracy(const AccuracyReport& r) {
   }
 }
 
+Status run_overhead(RelayArgs& a, nlohmann::json& j) {
+  a.overhead.reps = a.reps;
+  a.overhead.gen_tokens = a.gen_tokens.value_or(128);
+  AKV_ASSIGN_OR_RETURN(std::vector<CaptureOverheadRow> rows, run_capture_overhead(a.o, a.overhead));
+  std::printf(
+      "\ncapture-overhead: decode of %d tokens (greedy), none against relay's captures, %d repetitions "
+      "interleaved, %d threads\n\n| context | none ms/token | relay (captures) ms/token | overhead |\n"
+      "|---|---|---|---|\n",
+      a.overhead.gen_tokens, a.reps, a.o.n_threads);
+  for (const CaptureOverheadRow& r : rows) {
+    std::printf("| %d | %.2f | %.2f | %+.1f%% |\n", r.context, r.plain_ms, r.capture_ms, 100 * r.overhead);
+    j["rows"].push_back({{"context", r.context},
+                         {"plain_ms", r.plain_ms},
+                         {"capture_ms", r.capture_ms},
+                         {"overhead", r.overhead}});
+  }
+  return Status::ok();
+}
+
+Status run_accuracy(RelayArgs& a, nlohmann::json& j) {
+  a.acc.gen_tokens = a.gen_tokens.value_or(64);
+  AKV_ASSIGN_OR_RETURN(AccuracyReport rep, run_accuracy_chain(a.o, a.acc));
+  std::printf(
+      "\naccuracy-chain: %d instances of %d records, 3 agents, <= %d generated tokens each (greedy), "
+      "concurrency %d, %d threads\n",
+      a.acc.instances, a.acc.task.records, a.acc.gen_tokens, a.acc.concurrency, a.o.n_threads);
+  print_accuracy(rep);
+  j.update({{"instances", a.acc.instances},
+            {"records", a.acc.task.records},
+            {"gen_tokens", a.acc.gen_tokens},
+            {"concurrency", a.acc.concurrency},
+            {"n_layers", rep.n_layers}});
+  for (const AccuracyRow& row : rep.rows) {
+    j["rows"].push_back({{"label", row.label},
+                         {"accuracy", row.accuracy},
+                         {"correct", row.correct},
+                         {"instances", row.instances},
+                         {"reuse_rate", row.reuse_rate},
+                         {"reused_tokens", row.reused_tokens},
+                         {"cached_tokens", row.cached_tokens},
+                         {"agree_with_none", row.agree_with_none},
+                         {"agent1_accuracy", row.agent1_accuracy},
+                         {"agent2_accuracy", row.agent2_accuracy}});
+  }
+  return Status::ok();
+}
+
+// ttft-chain and context-scaling: TTFT per point and scheme.
+Status run_chains(RelayArgs& a, nlohmann::json& j) {
+  ChainReport rep;
+  if (a.workload == "ttft-chain") {
+    a.ttft.gen_tokens = a.gen_tokens.value_or(1024);
+    a.ttft.reps = a.reps;
+    a.ttft.temperature = a.temperature;
+    a.ttft.first_prompt_tokens = a.prompt_tokens;
+    AKV_ASSIGN_OR_RETURN(rep, run_ttft_chain(a.o, a.ttft));
+    std::printf(
+        "\nttft-chain: %d agents, first prompt %d tokens, %d generated tokens per agent "
+        "(temperature %.2f), %d repetitions, %d threads\n",
+        a.ttft.agents, a.ttft.first_prompt_tokens, a.ttft.gen_tokens, a.temperature, a.reps, a.o.n_threads);
+    print_chain(rep, a.o.schemes, "agent");
+    j.update({{"agents", a.ttft.agents}, {"gen_tokens", a.ttft.gen_tokens}});
+  } else {
+    if (a.gen_tokens) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        "--gen-tokens: context-scaling sets the outputs with --outputs");
+    }
+    a.scaling.reps = a.reps;
+    a.scaling.temperature = a.temperature;
+    a.scaling.first_prompt_tokens = a.prompt_tokens;
+    AKV_ASSIGN_OR_RETURN(rep, run_context_scaling(a.o, a.scaling));
+    std::printf(
+        "\ncontext-scaling: 3 agents, first prompt %d tokens, agents 1 and 2 emit C/2 tokens each "
+        "(temperature %.2f), TTFT of agent 3, %d repetitions, %d threads\n",
+        a.scaling.first_prompt_tokens, a.temperature, a.reps, a.o.n_threads);
+    print_chain(rep, a.o.schemes, "C");
+    j["outputs"] = a.scaling.outputs;
+  }
+  j.update({{"prompt_tokens", a.prompt_tokens},
+            {"reps", a.reps},
+            {"temperature", a.temperature},
+            {"n_layers", rep.n_layers}});
+  for (const ChainCell& c : rep.cells) j["cells"].push_back(cell_json(c));
+  j["runs"] = runs_json(rep);
+  return Status::ok();
+}
+
 void run(RelayArgs a) {
   for (const std::string& spec : a.schemes) {
     auto s = parse_scheme_spec(spec);
@@ -126,86 +213,10 @@ void run(RelayArgs a) {
   j["threads"] = a.o.n_threads;
   j["seed"] = a.o.seed;
   j["schemes"] = a.schemes;
-  if (a.workload == "capture-overhead") {
-    a.overhead.reps = a.reps;
-    a.overhead.gen_tokens = a.gen_tokens.value_or(128);
-    auto rows = run_capture_overhead(a.o, a.overhead);
-    if (!rows.is_ok()) return fail(rows.status());
-    std::printf("\ncapture-overhead: decode of %d tokens (greedy), none against relay's captures, %d repetitions "
-                "interleaved, %d threads\n\n| context | none ms/token | relay (captures) ms/token | overhead |\n"
-                "|---|---|---|---|\n",
-                a.overhead.gen_tokens, a.reps, a.o.n_threads);
-    for (const CaptureOverheadRow& r : *rows) {
-      std::printf("| %d | %.2f | %.2f | %+.1f%% |\n", r.context, r.plain_ms, r.capture_ms, 100 * r.overhead);
-      j["rows"].push_back({{"context", r.context},
-                           {"plain_ms", r.plain_ms},
-                           {"capture_ms", r.capture_ms},
-                           {"overhead", r.overhead}});
-    }
-  } else if (a.workload == "accuracy-chain") {
-    a.acc.gen_tokens = a.gen_tokens.value_or(64);
-    auto rep = run_accuracy_chain(a.o, a.acc);
-    if (!rep.is_ok()) return fail(rep.status());
-    std::printf(
-        "\naccuracy-chain: %d instances of %d records, 3 agents, <= %d generated tokens each (greedy), "
-        "concurrency %d, %d threads\n",
-        a.acc.instances, a.acc.task.records, a.acc.gen_tokens, a.acc.concurrency, a.o.n_threads);
-    print_accuracy(*rep);
-    j.update({{"instances", a.acc.instances},
-              {"records", a.acc.task.records},
-              {"gen_tokens", a.acc.gen_tokens},
-              {"concurrency", a.acc.concurrency},
-              {"n_layers", rep->n_layers}});
-    for (const AccuracyRow& row : rep->rows) {
-      j["rows"].push_back({{"label", row.label},
-                           {"accuracy", row.accuracy},
-                           {"correct", row.correct},
-                           {"instances", row.instances},
-                           {"reuse_rate", row.reuse_rate},
-                           {"reused_tokens", row.reused_tokens},
-                           {"cached_tokens", row.cached_tokens},
-                           {"agree_with_none", row.agree_with_none},
-                           {"agent1_accuracy", row.agent1_accuracy},
-                           {"agent2_accuracy", row.agent2_accuracy}});
-    }
-  } else {
-    Result<ChainReport> rep = make_error(ErrorCode::kInternal, "no workload");
-    if (a.workload == "ttft-chain") {
-      a.ttft.gen_tokens = a.gen_tokens.value_or(1024);
-      a.ttft.reps = a.reps;
-      a.ttft.temperature = a.temperature;
-      a.ttft.first_prompt_tokens = a.prompt_tokens;
-      rep = run_ttft_chain(a.o, a.ttft);
-      if (!rep.is_ok()) return fail(rep.status());
-      std::printf(
-          "\nttft-chain: %d agents, first prompt %d tokens, %d generated tokens per agent "
-          "(temperature %.2f), %d repetitions, %d threads\n",
-          a.ttft.agents, a.ttft.first_prompt_tokens, a.ttft.gen_tokens, a.temperature, a.reps, a.o.n_threads);
-      print_chain(*rep, a.o.schemes, "agent");
-      j.update({{"agents", a.ttft.agents}, {"gen_tokens", a.ttft.gen_tokens}});
-    } else {
-      if (a.gen_tokens)
-        return fail(make_error(ErrorCode::kInvalidArgument,
-                               "--gen-tokens: context-scaling sets the outputs with --outputs"));
-      a.scaling.reps = a.reps;
-      a.scaling.temperature = a.temperature;
-      a.scaling.first_prompt_tokens = a.prompt_tokens;
-      rep = run_context_scaling(a.o, a.scaling);
-      if (!rep.is_ok()) return fail(rep.status());
-      std::printf(
-          "\ncontext-scaling: 3 agents, first prompt %d tokens, agents 1 and 2 emit C/2 tokens each "
-          "(temperature %.2f), TTFT of agent 3, %d repetitions, %d threads\n",
-          a.scaling.first_prompt_tokens, a.temperature, a.reps, a.o.n_threads);
-      print_chain(*rep, a.o.schemes, "C");
-      j["outputs"] = a.scaling.outputs;
-    }
-    j.update({{"prompt_tokens", a.prompt_tokens},
-              {"reps", a.reps},
-              {"temperature", a.temperature},
-              {"n_layers", rep->n_layers}});
-    for (const ChainCell& c : rep->cells) j["cells"].push_back(cell_json(c));
-    j["runs"] = runs_json(*rep);
-  }
+  const Status st = a.workload == "capture-overhead" ? run_overhead(a, j)
+                    : a.workload == "accuracy-chain" ? run_accuracy(a, j)
+                                                     : run_chains(a, j);
+  if (!st.is_ok()) return fail(st);
   std::fflush(stdout);
   if (!a.json_out.empty()) {
     std::ofstream f(a.json_out);
@@ -214,31 +225,8 @@ void run(RelayArgs a) {
   }
 }
 
-}  // namespace
-
-void register_bench_relay(CLI::App& app) {
-  auto a = std::make_shared<RelayArgs>();
-  a->o.model_path = default_model_path();
-  CLI::App* cmd = app.add_subcommand(
-      "bench-relay",
-      "RelayCaching's multi-agent chains (paper 003 §5) on the serving engine: TTFT per downstream agent "
-      "(ttft-chain, Table 2), TTFT against the cumulative output (context-scaling, Fig. 8), and accuracy "
-      "on a seeded 3-agent task (accuracy-chain), each scheme against none (full prefill)");
-  cmd->add_option("--workload", a->workload,
-                  "ttft-chain, context-scaling, accuracy-chain, or capture-overhead (decode under none against "
-                  "relay's captures)")
-      ->check(CLI::IsMember({"ttft-chain", "context-scaling", "accuracy-chain", "capture-overhead"}))
-      ->capture_default_str();
-  cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
-  cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  cmd->add_option(
-         "--schemes", a->schemes,
-         "schemes, comma-separated, 'none' (the reference) among them: SCHEME[:VALUE][:KEY=VALUE...] "
-         "as bench-fidelity takes them (e.g. cacheblend:0.20, epic:16)")
-      ->delimiter(',')
-      ->capture_default_str();
+// The workloads' own flags (each names the workloads it applies to).
+void add_workload_flags(CLI::App* cmd, RelayArgs* a) {
   cmd->add_option(
          "--gen-tokens", a->gen_tokens,
          "tokens each agent emits: ttft-chain exactly this many (default 1024), accuracy-chain at most "
@@ -280,6 +268,35 @@ void register_bench_relay(CLI::App& app) {
       ->check(CLI::Range(2, kRelayTaskMaxRecords));
   cmd->add_flag("--show-outputs", a->acc.show_outputs,
                 "accuracy-chain: print every agent's output to stderr");
+}
+
+}  // namespace
+
+void register_bench_relay(CLI::App& app) {
+  auto a = std::make_shared<RelayArgs>();
+  a->o.model_path = default_model_path();
+  CLI::App* cmd = app.add_subcommand(
+      "bench-relay",
+      "RelayCaching's multi-agent chains (paper 003 §5) on the serving engine: TTFT per downstream agent "
+      "(ttft-chain, Table 2), TTFT against the cumulative output (context-scaling, Fig. 8), and accuracy "
+      "on a seeded 3-agent task (accuracy-chain), each scheme against none (full prefill)");
+  cmd->add_option(
+         "--workload", a->workload,
+         "ttft-chain, context-scaling, accuracy-chain, or capture-overhead (decode under none against "
+         "relay's captures)")
+      ->check(CLI::IsMember({"ttft-chain", "context-scaling", "accuracy-chain", "capture-overhead"}))
+      ->capture_default_str();
+  cmd->add_option("-m,--model", a->o.model_path, "base model GGUF")->capture_default_str();
+  cmd->add_option("-t,--threads", a->o.n_threads, "compute threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option(
+         "--schemes", a->schemes,
+         "schemes, comma-separated, 'none' (the reference) among them: SCHEME[:VALUE][:KEY=VALUE...] "
+         "as bench-fidelity takes them (e.g. cacheblend:0.20, epic:16)")
+      ->delimiter(',')
+      ->capture_default_str();
+  add_workload_flags(cmd, a.get());
   a->o.relay_profile = "profiles/smollm2-135m-instruct-q4_1.relay.json";
   cmd->add_option(
          "--relay-profile", a->o.relay_profile,

@@ -30,6 +30,61 @@ Status check_endpoint(const std::string& flag, const std::string& e) {
                     "' is not a ZeroMQ endpoint: use tcp://HOST:PORT (tcp://*:5557 binds every address)");
 }
 
+// Sends one multipart message without blocking; a send error is said once.
+struct FrameSender {
+  bool failed = false;
+  bool operator()(zmq::socket_t& sock, const std::vector<std::string>& frames) {
+    try {
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
+                                                 : zmq::send_flags::dontwait;
+        if (!sock.send(zmq::buffer(frames[i]), flags)) return false;
+      }
+      return true;
+    } catch (const zmq::error_t& e) {
+      if (!failed) std::fprintf(stderr, "agentkv: kv-events: send failed: %s (said once)\n", e.what());
+      failed = true;
+      return false;
+    }
+  }
+};
+
+// Answers one replay request (identity, "", start seq) on the ROUTER socket:
+// every buffered batch from the start on, then the end marker (seq -1). A
+// malformed request is ignored (said once).
+void serve_replay(zmq::socket_t& replay, const std::deque<std::pair<int64_t, std::string>>& buffer,
+                  const std::string& topic, FrameSender& send, bool* warned) {
+  std::vector<zmq::message_t> req;
+  for (;;) {
+    zmq::message_t m;
+    if (!replay.recv(m, zmq::recv_flags::dontwait)) break;
+    const bool more = m.more();
+    req.push_back(std::move(m));
+    if (!more) break;
+  }
+  if (req.size() != 3) {
+    if (!req.empty() && !*warned) {
+      std::fprintf(stderr,
+                   "agentkv: kv-events: ignored a replay request of %zu frames (want identity, \"\", seq)\n",
+                   req.size());
+      *warned = true;
+    }
+    return;
+  }
+  const std::string id = req[0].to_string();
+  // Unsigned, of any length, as vLLM reads it; past int64: nothing to replay.
+  int64_t start = 0;
+  const auto* b = static_cast<const uint8_t*>(req[2].data());
+  for (size_t i = 0; i < req[2].size() && start >= 0; ++i) {
+    start = start > (INT64_MAX >> 8) ? -1 : (start << 8) | b[i];
+  }
+  if (start < 0) start = INT64_MAX;
+  for (const auto& [seq, payload] : buffer) {
+    if (seq >= start) send(replay, {id, "", topic, be64(seq), payload});
+  }
+  send(replay, {id, "", "", be64(-1), ""});
+}
+
 }  // namespace
 
 struct KvEventPublisher::Impl {
@@ -119,52 +174,8 @@ void KvEventPublisher::flush(double timeout_s) {
 void KvEventPublisher::run() {
   Impl& s = *impl_;
   const std::string topic = opts_.topic;
+  FrameSender send;
   bool warned = false;
-  bool send_failed = false;
-  auto send = [&](zmq::socket_t& sock, const std::vector<std::string>& frames) {
-    try {
-      for (size_t i = 0; i < frames.size(); ++i) {
-        const auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore | zmq::send_flags::dontwait
-                                                 : zmq::send_flags::dontwait;
-        if (!sock.send(zmq::buffer(frames[i]), flags)) return false;
-      }
-      return true;
-    } catch (const zmq::error_t& e) {
-      if (!send_failed) std::fprintf(stderr, "agentkv: kv-events: send failed: %s (said once)\n", e.what());
-      send_failed = true;
-      return false;
-    }
-  };
-  auto serve_replay = [&] {
-    std::vector<zmq::message_t> req;
-    for (;;) {
-      zmq::message_t m;
-      if (!s.replay->recv(m, zmq::recv_flags::dontwait)) break;
-      const bool more = m.more();
-      req.push_back(std::move(m));
-      if (!more) break;
-    }
-    if (req.size() != 3) {
-      if (!req.empty() && !warned) {
-        std::fprintf(stderr, "agentkv: kv-events: ignored a replay request of %zu frames (want identity, \"\", seq)\n",
-                     req.size());
-        warned = true;
-      }
-      return;
-    }
-    const std::string id = req[0].to_string();
-    // Unsigned, of any length, as vLLM reads it; past int64: nothing to replay.
-    int64_t start = 0;
-    const auto* b = static_cast<const uint8_t*>(req[2].data());
-    for (size_t i = 0; i < req[2].size() && start >= 0; ++i) {
-      start = start > (INT64_MAX >> 8) ? -1 : (start << 8) | b[i];
-    }
-    if (start < 0) start = INT64_MAX;
-    for (const auto& [seq, payload] : s.buffer) {
-      if (seq >= start) send(*s.replay, {id, "", topic, be64(seq), payload});
-    }
-    send(*s.replay, {id, "", "", be64(-1), ""});
-  };
   for (;;) {
     std::deque<Queued> todo;
     bool stopping = false;
@@ -180,7 +191,9 @@ void KvEventPublisher::run() {
     if (s.replay) {
       zmq::pollitem_t item{static_cast<void*>(*s.replay), 0, ZMQ_POLLIN, 0};
       try {
-        while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0 && (item.revents & ZMQ_POLLIN)) serve_replay();
+        while (zmq::poll(&item, 1, std::chrono::milliseconds(0)) > 0 && (item.revents & ZMQ_POLLIN)) {
+          serve_replay(*s.replay, s.buffer, topic, send, &warned);
+        }
       } catch (const zmq::error_t& e) {
         std::fprintf(stderr, "agentkv: kv-events: replay: %s\n", e.what());
       }

@@ -174,6 +174,95 @@ Result<std::vector<RoundRobinResult>> run_icarus_round_robin(const AgentBenchOpt
   return results;
 }
 
+namespace {
+
+// What every scheme of one team-docs trace shares: the documents, the
+// aLoRA invocation and the model's vocabulary.
+struct TeamTrace {
+  const AgentBenchOptions& o;
+  const TeamDocsOptions& t;
+  const ModelSpec& spec;
+  std::vector<std::vector<int32_t>> library;
+  std::vector<int32_t> invocation;
+};
+
+// The team's adapters of one kind, written under o.work_dir.
+Result<std::vector<ServingOptions::AdapterSpec>> write_team_adapters(const TeamTrace& tr, const Model& model,
+                                                                     const std::string& kind) {
+  std::vector<ServingOptions::AdapterSpec> agents;
+  for (int32_t i = 0; i < tr.t.n_agents; ++i) {
+    SynthAdapterConfig c;
+    c.seed = tr.o.seed + 300 + static_cast<uint64_t>(i);
+    c.rank = tr.t.rank;
+    if (kind == "alora") c.invocation_tokens = tr.invocation;
+    const std::string dir = tr.o.work_dir + "/" + kind + "_" + std::to_string(i);
+    AKV_ASSIGN_OR_RETURN(auto rep, synth_adapter_write(c, model, dir));
+    (void)rep;
+    agents.push_back({"agent" + std::to_string(i), dir, kind});
+  }
+  return agents;
+}
+
+// Agent i's prompt at a turn: the trajectory, its own retrieval (k documents
+// in its own order), a question, and the invocation under aLoRA.
+ServeRequest team_ask(const TeamTrace& tr, const std::vector<int32_t>& traj, const std::string& kind,
+                      int32_t turn, int32_t i) {
+  const TeamDocsOptions& t = tr.t;
+  std::vector<int32_t> order(t.n_docs);
+  for (int32_t d = 0; d < t.n_docs; ++d) order[d] = d;
+  std::mt19937_64 rng(tr.o.seed + 3000 + static_cast<uint64_t>(turn * t.n_agents + i));
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int32_t> p = traj;
+  for (int32_t k = 0; k < t.docs_per_agent; ++k)
+    p.insert(p.end(), tr.library[order[k]].begin(), tr.library[order[k]].end());
+  const std::vector<int32_t> q = random_prompt(16, tr.spec.n_vocab, tr.o.seed + 4000 + turn * t.n_agents + i);
+  p.insert(p.end(), q.begin(), q.end());
+  if (kind == "alora") p.insert(p.end(), tr.invocation.begin(), tr.invocation.end());
+  return request(std::move(p), t.answer_tokens, "agent" + std::to_string(i));
+}
+
+// The trace on one engine: the base reads each document once, alone, behind
+// a short header (retrieval); then each turn the agents answer together and
+// the base extends the trajectory.
+Status run_team_scheme(const TeamTrace& tr, ServingEngine& eng, const std::string& kind, TeamDocsResult* r) {
+  const TeamDocsOptions& t = tr.t;
+  const Clock::time_point t0 = Clock::now();
+  std::vector<ServeRequest> reads;
+  for (int32_t d = 0; d < t.n_docs; ++d) {
+    std::vector<int32_t> p = random_prompt(4, tr.spec.n_vocab, tr.o.seed + 2000 + d);
+    p.insert(p.end(), tr.library[d].begin(), tr.library[d].end());
+    reads.push_back(request(std::move(p), 1, ""));
+  }
+  AKV_RETURN_IF_ERROR(first_error(run_together(eng, std::move(reads))));
+  std::vector<int32_t> traj = random_prompt(t.context_tokens, tr.spec.n_vocab, tr.o.seed + 7);
+  std::vector<Done> start = run_together(eng, {request(traj, t.base_tokens, "")});
+  AKV_RETURN_IF_ERROR(first_error(start));
+  traj.insert(traj.end(), start[0].tokens.begin(), start[0].tokens.end());
+  std::vector<double> ttft;
+  for (int32_t turn = 0; turn < t.turns; ++turn) {
+    std::vector<ServeRequest> asks;
+    for (int32_t i = 0; i < t.n_agents; ++i) asks.push_back(team_ask(tr, traj, kind, turn, i));
+    std::vector<Done> answers = run_together(eng, std::move(asks));
+    AKV_RETURN_IF_ERROR(first_error(answers));
+    for (const Done& d : answers) {
+      r->prompt_tokens += d.prompt_tokens;
+      r->cached_tokens += d.cached;
+      r->reused_tokens += d.reused;
+      r->computed_entries += d.prefill_token_layers;
+      ttft.push_back(d.ttft_s);
+      traj.insert(traj.end(), d.tokens.begin(), d.tokens.end());
+    }
+    std::vector<Done> next = run_together(eng, {request(traj, t.base_tokens, "")});
+    AKV_RETURN_IF_ERROR(first_error(next));
+    traj.insert(traj.end(), next[0].tokens.begin(), next[0].tokens.end());
+  }
+  r->total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r->median_ttft_s = median(ttft);
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<std::vector<TeamDocsResult>> run_team_docs(const AgentBenchOptions& o, const TeamDocsOptions& t) {
   if (t.docs_per_agent > t.n_docs) {
     return make_error(ErrorCode::kInvalidArgument, "--team-docs-per-agent (", t.docs_per_agent,
@@ -181,28 +270,18 @@ Result<std::vector<TeamDocsResult>> run_team_docs(const AgentBenchOptions& o, co
   }
   AKV_ASSIGN_OR_RETURN(LoadedModel lm, load_model_file(o.model_path, o.n_threads));
   const ModelSpec& spec = lm.model->spec;
-  const std::vector<int32_t> invocation = lm.tokenizer->encode("<|im_start|>assistant\nAnswer:", false, true);
+  TeamTrace tr{o, t, spec, {}, lm.tokenizer->encode("<|im_start|>assistant\nAnswer:", false, true)};
   std::filesystem::create_directories(o.work_dir);
-  std::vector<std::vector<int32_t>> library;
   for (int32_t d = 0; d < t.n_docs; ++d)
-    library.push_back(random_prompt(t.doc_tokens, spec.n_vocab, o.seed + 1000 + d));
+    tr.library.push_back(random_prompt(t.doc_tokens, spec.n_vocab, o.seed + 1000 + d));
   const int64_t longest =
       int64_t{t.context_tokens} + int64_t{t.turns} * (t.n_agents * t.answer_tokens + t.base_tokens) +
-      int64_t{t.docs_per_agent} * t.doc_tokens + 64 + static_cast<int64_t>(invocation.size());
+      int64_t{t.docs_per_agent} * t.doc_tokens + 64 + static_cast<int64_t>(tr.invocation.size());
   std::vector<TeamDocsResult> results;
   int round = 0;
   for (const std::string& kind : t.kinds) {
-    std::vector<ServingOptions::AdapterSpec> agents;
-    for (int32_t i = 0; i < t.n_agents; ++i) {
-      SynthAdapterConfig c;
-      c.seed = o.seed + 300 + static_cast<uint64_t>(i);
-      c.rank = t.rank;
-      if (kind == "alora") c.invocation_tokens = invocation;
-      const std::string dir = o.work_dir + "/" + kind + "_" + std::to_string(i);
-      AKV_ASSIGN_OR_RETURN(auto rep, synth_adapter_write(c, *lm.model, dir));
-      (void)rep;
-      agents.push_back({"agent" + std::to_string(i), dir, kind});
-    }
+    AKV_ASSIGN_OR_RETURN(std::vector<ServingOptions::AdapterSpec> agents,
+                         write_team_adapters(tr, *lm.model, kind));
     std::vector<std::string> schemes = {"none", kind, t.reuse, kind + "+" + t.reuse};
     std::rotate(schemes.begin(), schemes.begin() + (round++ % 4), schemes.end());  // who goes first rotates
     for (const std::string& scheme : schemes) {
@@ -214,53 +293,7 @@ Result<std::vector<TeamDocsResult>> run_team_docs(const AgentBenchOptions& o, co
       r.kind = kind;
       r.scheme = scheme;
       r.n_layers = spec.n_layers;
-      const Clock::time_point t0 = Clock::now();
-      // Retrieval: the base reads each document once, alone, behind a short header.
-      std::vector<ServeRequest> reads;
-      for (int32_t d = 0; d < t.n_docs; ++d) {
-        std::vector<int32_t> p = random_prompt(4, spec.n_vocab, o.seed + 2000 + d);
-        p.insert(p.end(), library[d].begin(), library[d].end());
-        reads.push_back(request(std::move(p), 1, ""));
-      }
-      AKV_RETURN_IF_ERROR(first_error(run_together(*eng, std::move(reads))));
-      std::vector<int32_t> traj = random_prompt(t.context_tokens, spec.n_vocab, o.seed + 7);
-      std::vector<Done> start = run_together(*eng, {request(traj, t.base_tokens, "")});
-      AKV_RETURN_IF_ERROR(first_error(start));
-      traj.insert(traj.end(), start[0].tokens.begin(), start[0].tokens.end());
-      std::vector<double> ttft;
-      for (int32_t turn = 0; turn < t.turns; ++turn) {
-        std::vector<ServeRequest> asks;
-        for (int32_t i = 0; i < t.n_agents; ++i) {
-          // The agent's own retrieval: k documents in its own order.
-          std::vector<int32_t> order(t.n_docs);
-          for (int32_t d = 0; d < t.n_docs; ++d) order[d] = d;
-          std::mt19937_64 rng(o.seed + 3000 + static_cast<uint64_t>(turn * t.n_agents + i));
-          std::shuffle(order.begin(), order.end(), rng);
-          std::vector<int32_t> p = traj;
-          for (int32_t k = 0; k < t.docs_per_agent; ++k)
-            p.insert(p.end(), library[order[k]].begin(), library[order[k]].end());
-          const std::vector<int32_t> q =
-              random_prompt(16, spec.n_vocab, o.seed + 4000 + turn * t.n_agents + i);
-          p.insert(p.end(), q.begin(), q.end());
-          if (kind == "alora") p.insert(p.end(), invocation.begin(), invocation.end());
-          asks.push_back(request(std::move(p), t.answer_tokens, "agent" + std::to_string(i)));
-        }
-        std::vector<Done> answers = run_together(*eng, std::move(asks));
-        AKV_RETURN_IF_ERROR(first_error(answers));
-        for (const Done& d : answers) {
-          r.prompt_tokens += d.prompt_tokens;
-          r.cached_tokens += d.cached;
-          r.reused_tokens += d.reused;
-          r.computed_entries += d.prefill_token_layers;
-          ttft.push_back(d.ttft_s);
-          traj.insert(traj.end(), d.tokens.begin(), d.tokens.end());
-        }
-        std::vector<Done> next = run_together(*eng, {request(traj, t.base_tokens, "")});
-        AKV_RETURN_IF_ERROR(first_error(next));
-        traj.insert(traj.end(), next[0].tokens.begin(), next[0].tokens.end());
-      }
-      r.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
-      r.median_ttft_s = median(ttft);
+      AKV_RETURN_IF_ERROR(run_team_scheme(tr, *eng, kind, &r));
       results.push_back(r);
     }
   }

@@ -28,6 +28,63 @@ double mean_kl(const std::vector<float>& p_logits, const std::vector<float>& q_l
   return rows > 0 ? total / double(rows) : 0;
 }
 
+// The profiler's KV layout: three regions of nb blocks of bs tokens (the
+// producer's K/V, the consumer's, and the mix: the consumer's with one layer
+// the producer's), for prompts of n tokens scored from first_scored on.
+struct ProfileRig {
+  const ModelSpec& spec;
+  int32_t bs, n, nb, first_scored;
+};
+
+// One prompt of the rig in region `region` under adapter `a`; keep_layer >= 0
+// writes every layer but that one (the mix keeps the producer's K/V there).
+Step profile_step(const ProfileRig& g, const std::vector<int32_t>& toks, const Adapter* a, int32_t region,
+                  int32_t keep_layer) {
+  Step st;
+  st.adapters = {a};
+  std::vector<int32_t> blocks(g.nb);
+  for (int32_t i = 0; i < g.nb; ++i) blocks[i] = region * g.nb + i;
+  if (keep_layer >= 0) {
+    std::vector<uint8_t> m(g.spec.n_layers, 1);
+    m[keep_layer] = 0;
+    st.write_masks.push_back(std::move(m));
+  }
+  for (int32_t p = 0; p < g.n; ++p) {
+    TokenRow row;
+    row.token = toks[p];
+    row.pos = p;
+    row.slot = int64_t{blocks[p / g.bs]} * g.bs + p % g.bs;
+    row.logits = p >= g.first_scored;
+    row.adapter = 0;
+    row.write_mask = keep_layer >= 0 ? 0 : -1;
+    st.rows.push_back(row);
+  }
+  st.seqs = {StepSeq{0, g.n, blocks}};
+  return st;
+}
+
+// Adds, per layer, the consumer's mean KL when that one layer's K/V is the
+// producer's (against the consumer's own run).
+Status add_pair_sensitivity(Runner& runner, KvStorage& kv, const ProfileRig& g,
+                            const std::vector<int32_t>& toks, const Adapter& producer,
+                            const Adapter& consumer, std::vector<double>* sensitivity) {
+  const size_t row_bytes = size_t(kv.geometry().row_bytes());
+  std::vector<float> ref, got;
+  AKV_RETURN_IF_ERROR(runner.execute(profile_step(g, toks, &producer, 0, -1), &got));
+  AKV_RETURN_IF_ERROR(runner.execute(profile_step(g, toks, &consumer, 1, -1), &ref));
+  for (int32_t l = 0; l < g.spec.n_layers; ++l) {
+    // The mix region: the producer's K/V at layer l (the consumer's rows
+    // keep it there and write every other layer).
+    for (int32_t p = 0; p < g.n; ++p) {
+      std::memcpy(kv.k_at(l, 2 * g.nb + p / g.bs, p % g.bs), kv.k_at(l, p / g.bs, p % g.bs), row_bytes);
+      std::memcpy(kv.v_at(l, 2 * g.nb + p / g.bs, p % g.bs), kv.v_at(l, p / g.bs, p % g.bs), row_bytes);
+    }
+    AKV_RETURN_IF_ERROR(runner.execute(profile_step(g, toks, &consumer, 2, l), &got));
+    (*sensitivity)[l] += mean_kl(ref, got, g.spec.n_vocab);
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<DroidspeakProfile> run_droidspeak_profiler(const DroidspeakProfilerOptions& o) {
@@ -48,40 +105,11 @@ Result<DroidspeakProfile> run_droidspeak_profiler(const DroidspeakProfilerOption
     adapters.push_back(std::move(a));
   }
   const int32_t bs = 16, n = o.tokens, nb = (n + bs - 1) / bs;
-  // Three regions of nb blocks: the producer's K/V, the consumer's, and the
-  // mix (the consumer's with one layer the producer's).
+  // first_scored: positions with context enough for the reuse to show.
+  const ProfileRig rig{s, bs, n, nb, n / 2};
   AKV_ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create({s.n_layers, s.n_kv_heads, s.head_dim, bs}, 3 * nb));
   auto backend = backend_cpu_init(BackendConfig{o.n_threads});
   Runner runner(lm.model, backend.get(), &kv);
-  auto region = [&](int32_t r) {
-    std::vector<int32_t> b(nb);
-    for (int32_t i = 0; i < nb; ++i) b[i] = r * nb + i;
-    return b;
-  };
-  const int32_t first_scored = n / 2;  // positions with context enough for the reuse to show
-  auto make_step = [&](const std::vector<int32_t>& toks, const Adapter* a, int32_t reg, int32_t keep_layer) {
-    Step st;
-    st.adapters = {a};
-    const std::vector<int32_t> blocks = region(reg);
-    if (keep_layer >= 0) {
-      std::vector<uint8_t> m(s.n_layers, 1);
-      m[keep_layer] = 0;
-      st.write_masks.push_back(std::move(m));
-    }
-    for (int32_t p = 0; p < n; ++p) {
-      TokenRow row;
-      row.token = toks[p];
-      row.pos = p;
-      row.slot = int64_t{blocks[p / bs]} * bs + p % bs;
-      row.logits = p >= first_scored;
-      row.adapter = 0;
-      row.write_mask = keep_layer >= 0 ? 0 : -1;
-      st.rows.push_back(row);
-    }
-    st.seqs = {StepSeq{0, n, blocks}};
-    return st;
-  };
-  const size_t row_bytes = size_t(kv.geometry().row_bytes());
   DroidspeakProfile prof;
   prof.sensitivity.assign(s.n_layers, 0.0);
   int32_t n_runs = 0;
@@ -95,19 +123,8 @@ Result<DroidspeakProfile> run_droidspeak_profiler(const DroidspeakProfilerOption
           o.progress("prompt " + std::to_string(pi + 1) + "/" + std::to_string(o.prompts) + ": " +
                      adapters[pa].name + " -> " + adapters[ca].name);
         }
-        std::vector<float> ref, got;
-        AKV_RETURN_IF_ERROR(runner.execute(make_step(toks, &adapters[pa], 0, -1), &got));
-        AKV_RETURN_IF_ERROR(runner.execute(make_step(toks, &adapters[ca], 1, -1), &ref));
-        for (int32_t l = 0; l < s.n_layers; ++l) {
-          // The mix region: the producer's K/V at layer l (the consumer's rows
-          // keep it there and write every other layer).
-          for (int32_t p = 0; p < n; ++p) {
-            std::memcpy(kv.k_at(l, 2 * nb + p / bs, p % bs), kv.k_at(l, p / bs, p % bs), row_bytes);
-            std::memcpy(kv.v_at(l, 2 * nb + p / bs, p % bs), kv.v_at(l, p / bs, p % bs), row_bytes);
-          }
-          AKV_RETURN_IF_ERROR(runner.execute(make_step(toks, &adapters[ca], 2, l), &got));
-          prof.sensitivity[l] += mean_kl(ref, got, s.n_vocab);
-        }
+        AKV_RETURN_IF_ERROR(
+            add_pair_sensitivity(runner, kv, rig, toks, adapters[pa], adapters[ca], &prof.sensitivity));
         ++n_runs;
       }
     }

@@ -49,6 +49,63 @@ Result<InstanceResult> run_instance(const AccuracyChainOptions& a, RelayEngine& 
   return res;
 }
 
+// One scheme's row of the report, over every instance.
+AccuracyRow accuracy_row(const RelayBenchOptions& o, const std::vector<RelayTask>& tasks,
+                         const std::vector<std::vector<InstanceResult>>& results, size_t k, size_t none,
+                         int32_t n_layers) {
+  AccuracyRow row;
+  row.label = o.schemes[k].label;
+  row.instances = static_cast<int32_t>(tasks.size());
+  int64_t computed = 0, dense = 0, downstream = 0, agree = 0, agent1 = 0, agent2 = 0;
+  double reused = 0, cached = 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const InstanceResult& ir = results[i][k];
+    row.correct += ir.correct;
+    agree += ir.final_text == results[i][none].final_text;
+    agent1 += relay_answer_correct(ir.runs[0].text, tasks[i]);
+    agent2 += relay_answer_correct(ir.runs[1].text, tasks[i]);
+    for (const ChainAgentRun& run : ir.runs) {
+      if (run.agent < 2) continue;
+      computed += run.prefill_token_layers;
+      dense += int64_t{run.prompt_tokens} * n_layers;
+      reused += run.reused_tokens;
+      cached += run.cached_tokens;
+      ++downstream;
+    }
+  }
+  row.accuracy = double(row.correct) / double(row.instances);
+  row.reuse_rate = dense > 0 ? 1.0 - double(computed) / double(dense) : 0.0;
+  row.reused_tokens = downstream ? reused / double(downstream) : 0;
+  row.cached_tokens = downstream ? cached / double(downstream) : 0;
+  row.agree_with_none = double(agree) / double(row.instances);
+  row.agent1_accuracy = double(agent1) / double(row.instances);
+  row.agent2_accuracy = double(agent2) / double(row.instances);
+  return row;
+}
+
+// The progress line of a finished instance (and, with show_outputs, every
+// agent's output); `correct_so_far` counts per scheme.
+void report_instance(const RelayBenchOptions& o, const AccuracyChainOptions& a, const RelayTask& task,
+                     size_t i, size_t done, size_t n_tasks, const std::vector<InstanceResult>& res,
+                     std::vector<int32_t>* correct_so_far) {
+  std::string line = "accuracy-chain " + std::to_string(done) + "/" + std::to_string(n_tasks) + " (#" +
+                     std::to_string(i) + ", answer " + task.answer + "):";
+  for (size_t k = 0; k < res.size(); ++k) {
+    (*correct_so_far)[k] += res[k].correct;
+    line += " " + o.schemes[k].label + " " + (res[k].correct ? "ok" : "no") + " (" +
+            std::to_string((*correct_so_far)[k]) + "/" + std::to_string(done) + ")";
+  }
+  if (!o.progress) return;
+  o.progress(line);
+  if (!a.show_outputs) return;
+  for (size_t k = 0; k < res.size(); ++k) {
+    for (const ChainAgentRun& run : res[k].runs) {
+      o.progress("  " + o.schemes[k].label + " agent " + std::to_string(run.agent) + ": " +
+                 one_line(run.text));
+    }
+  }
+}
+
 }  // namespace
 
 Result<AccuracyReport> run_accuracy_chain(const RelayBenchOptions& o, const AccuracyChainOptions& a) {
@@ -85,24 +142,7 @@ Result<AccuracyReport> run_accuracy_chain(const RelayBenchOptions& o, const Accu
       }
       std::lock_guard<std::mutex> lk(mu);
       ++done;
-      std::string line = "accuracy-chain " + std::to_string(done) + "/" + std::to_string(tasks.size()) +
-                         " (#" + std::to_string(i) + ", answer " + tasks[i].answer + "):";
-      for (size_t k = 0; k < n_schemes; ++k) {
-        correct_so_far[k] += results[i][k].correct;
-        line += " " + o.schemes[k].label + " " + (results[i][k].correct ? "ok" : "no") + " (" +
-                std::to_string(correct_so_far[k]) + "/" + std::to_string(done) + ")";
-      }
-      if (o.progress) {
-        o.progress(line);
-        if (a.show_outputs) {
-          for (size_t k = 0; k < n_schemes; ++k) {
-            for (const ChainAgentRun& run : results[i][k].runs) {
-              o.progress("  " + o.schemes[k].label + " agent " + std::to_string(run.agent) + ": " +
-                         one_line(run.text));
-            }
-          }
-        }
-      }
+      report_instance(o, a, tasks[i], i, done, tasks.size(), results[i], &correct_so_far);
     }
   };
   std::vector<std::thread> pool;
@@ -114,36 +154,8 @@ Result<AccuracyReport> run_accuracy_chain(const RelayBenchOptions& o, const Accu
   AccuracyReport rep;
   rep.n_layers = re.n_layers;
   const size_t none = chain_none_index(o);
-  for (size_t k = 0; k < n_schemes; ++k) {
-    AccuracyRow row;
-    row.label = o.schemes[k].label;
-    row.instances = static_cast<int32_t>(tasks.size());
-    int64_t computed = 0, dense = 0, downstream = 0, agree = 0, agent1 = 0, agent2 = 0;
-    double reused = 0, cached = 0;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      const InstanceResult& ir = results[i][k];
-      row.correct += ir.correct;
-      agree += ir.final_text == results[i][none].final_text;
-      agent1 += relay_answer_correct(ir.runs[0].text, tasks[i]);
-      agent2 += relay_answer_correct(ir.runs[1].text, tasks[i]);
-      for (const ChainAgentRun& run : ir.runs) {
-        if (run.agent < 2) continue;
-        computed += run.prefill_token_layers;
-        dense += int64_t{run.prompt_tokens} * re.n_layers;
-        reused += run.reused_tokens;
-        cached += run.cached_tokens;
-        ++downstream;
-      }
-    }
-    row.accuracy = double(row.correct) / double(row.instances);
-    row.reuse_rate = dense > 0 ? 1.0 - double(computed) / double(dense) : 0.0;
-    row.reused_tokens = downstream ? reused / double(downstream) : 0;
-    row.cached_tokens = downstream ? cached / double(downstream) : 0;
-    row.agree_with_none = double(agree) / double(row.instances);
-    row.agent1_accuracy = double(agent1) / double(row.instances);
-    row.agent2_accuracy = double(agent2) / double(row.instances);
-    rep.rows.push_back(row);
-  }
+  for (size_t k = 0; k < n_schemes; ++k)
+    rep.rows.push_back(accuracy_row(o, tasks, results, k, none, re.n_layers));
   return rep;
 }
 

@@ -77,6 +77,37 @@ Result<std::vector<std::vector<int32_t>>> run_all(ServingEngine& e, std::vector<
   return out;
 }
 
+// Agent 2's probe of one chain: its prompt (a chat head, agent 1's summary,
+// the question) recomputes every layer, and the probe records each reused
+// token's V deviation per layer (layer -> position -> deviation; empty when
+// nothing was reused). Sets *n_layers to the layers seen.
+Result<std::map<int32_t, std::map<int32_t, float>>> probe_chain(ServingEngine& eng,
+                                                                const std::vector<int32_t>& p2,
+                                                                int32_t* n_layers) {
+  std::map<int32_t, std::map<int32_t, float>> d;
+  ServeRequest r;
+  r.prompt = p2;
+  r.max_tokens = 1;
+  r.sampling.temperature = 0;
+  r.kv_sharing = "relay";
+  r.kv_sharing_params.l_start = 0;
+  r.kv_sharing_params.l_det = 0;
+  r.kv_sharing_params.l_end = eng.n_layers();
+  r.kv_sharing_params.dev_threshold = 0;
+  r.kv_sharing_params.influence_threshold = 0;
+  r.kv_probe = [&d, n_layers](const ServeRequest::KvProbe& pr) {
+    *n_layers = std::max(*n_layers, pr.layer + 1);
+    for (int64_t j = 0; j < pr.n; ++j) {
+      d[pr.layer][pr.pos[j]] =
+          value_deviation(pr.v + j * pr.kv_dim, pr.cached_v + j * pr.kv_dim, pr.kv_dim, pr.head_dim);
+    }
+  };
+  std::vector<ServeRequest> one;
+  one.push_back(std::move(r));
+  AKV_RETURN_IF_ERROR(run_all(eng, std::move(one)).status());
+  return d;
+}
+
 }  // namespace
 
 Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
@@ -123,27 +154,7 @@ Result<RelayCalibration> run_relay_profiler(const RelayProfilerOptions& o) {
     p2.insert(p2.end(), summaries[i].begin(), summaries[i].end());
     const std::vector<int32_t> tail = task_chat_tail(tok, rng, samples[i].question, "Answer:", 0);
     p2.insert(p2.end(), tail.begin(), tail.end());
-    std::map<int32_t, std::map<int32_t, float>> d;  // layer -> position -> deviation
-    ServeRequest r;
-    r.prompt = p2;
-    r.max_tokens = 1;
-    r.sampling.temperature = 0;
-    r.kv_sharing = "relay";
-    r.kv_sharing_params.l_start = 0;
-    r.kv_sharing_params.l_det = 0;
-    r.kv_sharing_params.l_end = eng->n_layers();
-    r.kv_sharing_params.dev_threshold = 0;
-    r.kv_sharing_params.influence_threshold = 0;
-    r.kv_probe = [&d, &n_layers](const ServeRequest::KvProbe& pr) {
-      n_layers = std::max(n_layers, pr.layer + 1);
-      for (int64_t j = 0; j < pr.n; ++j) {
-        d[pr.layer][pr.pos[j]] =
-            value_deviation(pr.v + j * pr.kv_dim, pr.cached_v + j * pr.kv_dim, pr.kv_dim, pr.head_dim);
-      }
-    };
-    std::vector<ServeRequest> one;
-    one.push_back(std::move(r));
-    AKV_RETURN_IF_ERROR(run_all(*eng, std::move(one)).status());
+    AKV_ASSIGN_OR_RETURN(auto d, probe_chain(*eng, p2, &n_layers));  // layer -> position -> deviation
     if (d.empty()) {  // the summary was not found (too short, or evicted)
       ++cal.lost;
       if (o.progress)
