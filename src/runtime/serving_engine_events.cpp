@@ -126,7 +126,6 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
     if (!l.background) stats_.per_model[l.model].completion_tokens += l.n_generated;
     if (l.sharing.lr_fallback && !l.background) ++stats_.lr_fallback_requests;
   }
-  l.sink(std::move(ev));
   release_defer(l);
   if (!l.session_key.empty()) {
     // The session keeps the request's blocks in both pools: K/V, and the LR
@@ -136,8 +135,12 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
     if (lr_kv_) lr_kv_->keep_for_session(id, l.session_key, expires);
   }
   sched_->finish(id);
+  // Before the last event and before drain() can see the request gone: a
+  // client that reads the stats (/metrics) once its answer is in sees its
+  // blocks cached and its session's protection.
+  publish_stats();
+  l.sink(std::move(ev));
   live_.erase(it);
-  publish_stats();  // before drain() can see the request gone
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (was_queued) --n_queued_;
