@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 
 #include "kv/block_hash.h"
@@ -28,8 +29,7 @@ struct CacheKeyPolicy {
   int32_t base_blocks = 0;
   int32_t exact_tokens = std::numeric_limits<int32_t>::max();
   int32_t approx_index_from = 0;
-  bool pool = false;
-  ExtraKeys pool_keys;
+  std::optional<ExtraKeys> pool_keys;  // set: the request also holds blocks of the component pool
 
   // The cached prefix of `tokens` in `kv`.
   KvBlocks lookup(const KvManager& kv, std::span<const int32_t> tokens) const {
@@ -38,12 +38,13 @@ struct CacheKeyPolicy {
   // Registers the request's full blocks of `computed` (every token whose K/V
   // is computed) in `kv` under the keys above.
   void commit(KvManager& kv, RequestId id, std::span<const int32_t> computed) const;
-  // The same in the component pool.
+  bool has_pool() const { return pool_keys.has_value(); }
+  // The same in the component pool (has_pool() only).
   KvBlocks lookup_pool(const KvManager& p, std::span<const int32_t> tokens) const {
-    return p.get_computed_blocks(tokens, pool_keys);
+    return p.get_computed_blocks(tokens, *pool_keys);
   }
   void commit_pool(KvManager& p, RequestId id, std::span<const int32_t> computed) const {
-    p.commit_full_blocks(id, computed, pool_keys);
+    p.commit_full_blocks(id, computed, *pool_keys);
   }
 };
 

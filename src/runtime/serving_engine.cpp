@@ -220,9 +220,8 @@ void ServingEngineImpl::admit(Pending& p) {
     r->cache.base_blocks = 0;
   }
   if (!p.sharing.lr_lineage.empty()) {
-    r->cache.pool = true;
     r->cache.pool_keys = r->cache.base_keys;
-    r->cache.pool_keys.lineage = p.sharing.lr_lineage;
+    r->cache.pool_keys->lineage = p.sharing.lr_lineage;
   }
   auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
   (void)fresh_live;

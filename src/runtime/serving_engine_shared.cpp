@@ -44,7 +44,7 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
                                   std::vector<LogitRow>* logit_rows) {
   SchedRequest* r = s.req;
   const int32_t bs = opts_.block_size;
-  const bool lr = r->cache.pool && lr_kv_ != nullptr && adapter_index >= 0;
+  const bool lr = r->cache.has_pool() && lr_kv_ != nullptr && adapter_index >= 0;
   StepSeq q;
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);

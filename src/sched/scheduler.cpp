@@ -63,7 +63,7 @@ void Scheduler::free_kv(RequestId id) {
 bool Scheduler::allocate_to(SchedRequest* r, int32_t end) {
   const int32_t need = end - kv_->num_slots(r->id);
   if (need > 0 && !kv_->allocate_slots(r->id, need).is_ok()) return false;
-  if (r->cache.pool && pool_kv_ != nullptr) {
+  if (r->cache.has_pool() && pool_kv_ != nullptr) {
     const int32_t pool_need = end - pool_kv_->num_slots(r->id);
     if (pool_need > 0 && !pool_kv_->allocate_slots(r->id, pool_need).is_ok()) return false;
   }
@@ -116,7 +116,7 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
 int32_t Scheduler::admit(std::deque<SchedRequest*>& queue, int32_t budget, SchedulerOutput* out) {
   SchedRequest* r = queue.front();
   KvBlocks hit, pool_hit;
-  const bool pool = r->cache.pool && pool_kv_ != nullptr;
+  const bool pool = r->cache.has_pool() && pool_kv_ != nullptr;
   if (cfg_.prefix_caching && r->read_cache) {
     hit = r->cache.lookup(*kv_, r->tokens);
     // The component's prefix counts only as far as the K/V's: past it the
@@ -239,7 +239,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     if (cfg_.prefix_caching) {
       const std::span<const int32_t> computed(r->tokens.data(), r->n_computed);
       r->cache.commit(*kv_, r->id, computed);
-      if (r->cache.pool && pool_kv_ != nullptr) r->cache.commit_pool(*pool_kv_, r->id, computed);
+      if (r->cache.has_pool() && pool_kv_ != nullptr) r->cache.commit_pool(*pool_kv_, r->id, computed);
     }
   }
 }

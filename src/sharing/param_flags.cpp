@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <sstream>
 
 #include "sharing/scheme.h"
 
@@ -13,11 +14,11 @@ std::string with_default(const std::string& what, const std::string& dflt) {
   return what + " (default " + dflt + ")";
 }
 
+// A default as the help shows it: 0.15, 1.5, 64.
 std::string num(double v) {
-  std::string s = std::to_string(v);
-  while (s.size() > 1 && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
+  std::ostringstream o;
+  o << v;
+  return o.str();
 }
 
 constexpr double kBig = double{1 << 30};

@@ -51,7 +51,8 @@ TEST(CacheKeyPolicy, EverythingExactWithoutALimit) {
   p.commit(kv, 1, t);
   EXPECT_EQ(p.lookup(kv, t).n_blocks(), 2);
   KvManager pool(32, kBs);
-  p.pool_keys.lineage = "lr";
+  p.pool_keys = ExtraKeys{};
+  p.pool_keys->lineage = "lr";
   ASSERT_TRUE(pool.allocate_slots(1, 9).is_ok());
   p.commit_pool(pool, 1, t);
   EXPECT_EQ(p.lookup_pool(pool, t).n_blocks(), 2);
