@@ -79,8 +79,11 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   // Unset parameters take the engine's defaults (planners read only their own).
   const KvSharingParams params = req.kv_sharing_params.with_defaults(opts_.kv_sharing_params);
   AKV_RETURN_IF_ERROR(scheme->check_model(params, model_->spec.n_layers));
-  PlanContext pc{adapter.get(), req.prompt, &params, adapter ? adapters_.shared_a_peers(*adapter) : 0};
-  AKV_ASSIGN_OR_RETURN(SeqSharing sharing, scheme->plan_request(pc));
+  // Prompt logprobs need every prompt row computed: no segment reuse there.
+  PlanContext pc{adapter.get(), req.prompt, &params, adapter ? adapters_.shared_a_peers(*adapter) : 0,
+                 /*segment_reuse=*/req.prompt_logprobs < 0};
+  AKV_ASSIGN_OR_RETURN(std::unique_ptr<RequestPlanner> plan, scheme->admit(pc));
+  const SeqSharing& sharing = plan->sharing();
   if (!sharing.lr_lineage.empty()) {
     if (!lr_kv_) {
       return make_error(ErrorCode::kInvalidArgument, "kv_sharing '", sharing.scheme,
@@ -94,11 +97,8 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
       }
     }
   }
-  // Prompt logprobs need every prompt row computed: no segment reuse there.
-  std::unique_ptr<ReusePlanner> planner;
-  if (req.prompt_logprobs < 0) planner = scheme->make_planner(params);
   const int32_t min_segment = params.min_segment_tokens.value_or(2 * opts_.block_size);
-  const bool capture = influence_ != nullptr && (capture_all_ || scheme->captures_state());
+  const bool capture = influence_ != nullptr && (capture_all_ || plan->captures_state());
   if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
     return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
   }
@@ -119,8 +119,8 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     id = next_id_++;
     ++n_queued_;
     ++n_live_;
-    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter), sharing,
-                             std::move(planner), min_segment, capture});
+    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter),
+                             std::move(plan), min_segment, capture});
   }
   wake_.notify_one();
   return id;
@@ -203,34 +203,20 @@ void ServingEngineImpl::admit(Pending& p) {
   r->id = p.id;
   r->tokens = p.req.prompt;
   r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
-  r->cache.base_keys.tenant = p.req.tenant;
-  r->cache.base_keys.cache_salt = p.req.cache_salt;
-  r->cache.keys = r->cache.base_keys;
+  p.plan->set_adapter(p.adapter.get());
+  ExtraKeys own;
+  own.tenant = p.req.tenant;
+  own.cache_salt = p.req.cache_salt;
+  r->cache = p.plan->cache_policy(own, opts_.block_size);
   r->read_cache = p.req.prompt_logprobs < 0;
   r->one_per_step_from = p.req.one_per_step_from;
   r->background = p.req.background;
-  const int32_t from = p.sharing.lineage_from;
-  if (from != kNever) {
-    r->cache.keys.lineage = p.adapter->id;
-    r->cache.base_blocks = from / opts_.block_size;  // blocks ending at or before `from`
-  }
-  if (!p.sharing.shared_lineage.empty()) {
-    // Adapter ids are hex, so a "shared:" tag never aliases one.
-    r->cache.keys.lineage = "shared:" + p.sharing.shared_lineage;
-    r->cache.base_blocks = 0;
-  }
-  if (!p.sharing.lr_lineage.empty()) {
-    r->cache.pool_keys = r->cache.base_keys;
-    r->cache.pool_keys->lineage = p.sharing.lr_lineage;
-  }
   auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
   (void)fresh_live;
   it->second.id = p.id;
   it->second.adapter = std::move(p.adapter);
-  it->second.sharing = p.sharing;
-  it->second.sharing.adapter = it->second.adapter.get();
+  it->second.plan = std::move(p.plan);
   it->second.model = p.req.adapter;
-  it->second.planner = std::move(p.planner);
   it->second.min_segment = p.min_segment;
   it->second.capture = p.capture;
   // An agent back from a tool: its turn goes ahead while its blocks are protected.
@@ -333,24 +319,24 @@ void ServingEngineImpl::plan_step(const SchedulerOutput& out, StepPlan* plan) {
     // The scheme decides each row's weights, KV write and logits; the
     // runner only sees adapters and slots.
     int32_t adapter_index = -1;
-    if (l.sharing.adapter != nullptr) {
-      auto a = std::find(step.adapters.begin(), step.adapters.end(), l.sharing.adapter);
+    if (l.plan->sharing().adapter != nullptr) {
+      auto a = std::find(step.adapters.begin(), step.adapters.end(), l.plan->sharing().adapter);
       adapter_index = static_cast<int32_t>(a - step.adapters.begin());
-      if (a == step.adapters.end()) step.adapters.push_back(l.sharing.adapter);
+      if (a == step.adapters.end()) step.adapters.push_back(l.plan->sharing().adapter);
     }
-    if (l.planner && l.reuse_looked_up && r->n_preemptions != l.reuse_preemptions) {
+    if (l.plan->reuses_segments() && l.reuse_looked_up && r->n_preemptions != l.reuse_preemptions) {
       // Preempted after its segments were copied: the recompute is a plain,
       // exact one (the copies are gone with the blocks).
-      l.planner.reset();
+      l.plan->stop_reuse();
       release_defer(l);
     }
     plan->seq_req.push_back(&l);
-    plan->seq_scheme.push_back(l.background ? nullptr : l.sharing.scheme);
+    plan->seq_scheme.push_back(l.background ? nullptr : l.plan->sharing().scheme);
     if (s.n == 0 && s.work > 0) {
       // Rows kept above a whole-prompt selection, in a share of their own.
       plan->seq_live.push_back(&l);
       plan_resume(s, l, adapter_index, &step, &plan->logit_rows);
-    } else if (l.planner && s.begin < l.n_prompt) {
+    } else if (l.plan->reuses_segments() && s.begin < l.n_prompt) {
       plan->seq_live.push_back(&l);
       plan_reuse(s, l, adapter_index, &step);
       const StepSeq& added = step.seqs.back();

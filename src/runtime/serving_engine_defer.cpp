@@ -1,4 +1,4 @@
-// Whole-prompt selection under chunked prefill (ReusePlanner::
+// Whole-prompt selection under chunked prefill (RequestPlanner::
 // whole_prompt_layer; DESIGN.md §2 as proposed in issue 15's notes).
 //
 // A planner that selects at layer ℓ over the whole prompt gets one plan,
@@ -29,7 +29,7 @@ TokenRow ServingEngineImpl::prompt_row(const Live& l, const SchedRequest& r, con
   row.token = r.tokens[p];
   row.pos = p;
   row.slot = int64_t{blocks[p / bs]} * bs + p % bs;
-  row.adapter = p >= l.sharing.weights_from ? adapter_index : -1;
+  row.adapter = p >= l.plan->sharing().weights_from ? adapter_index : -1;
   return row;
 }
 
@@ -37,7 +37,7 @@ int32_t ServingEngineImpl::whole_prompt_layer(const Live& l) const {
   // Not when the rows' one capture is relay's, a profiler watches every
   // layer, there is nothing reused, or the pool could not hold the states.
   if (l.capture || l.kv_probe || l.hits.empty() || l.whole_prompt_off) return -1;
-  return l.planner->whole_prompt_layer(model_->spec.n_layers);
+  return l.plan->whole_prompt_layer(model_->spec.n_layers);
 }
 
 bool ServingEngineImpl::defer_chunk(const ScheduledSeq& s, Live& l, int32_t sel, int32_t adapter_index, StepSeq q,

@@ -25,11 +25,11 @@ void ServingEngineImpl::count_prompt(const Live& l, const ServeEvent& ev) {
   ++m.requests;
   m.prompt_tokens += l.n_prompt;
   m.cached_tokens += ev.cached_tokens;
-  stats_.prompt_tokens_by_scheme[l.sharing.scheme] += l.n_prompt;
-  stats_.cached_tokens_by_scheme[l.sharing.scheme] += ev.cached_tokens;
-  stats_.reused_tokens_by_scheme[l.sharing.scheme] += ev.reused_tokens;
+  stats_.prompt_tokens_by_scheme[l.plan->sharing().scheme] += l.n_prompt;
+  stats_.cached_tokens_by_scheme[l.plan->sharing().scheme] += ev.cached_tokens;
+  stats_.reused_tokens_by_scheme[l.plan->sharing().scheme] += ev.reused_tokens;
   if (ev.reused_tokens > 0)
-    stats_.reused_token_layers_by_scheme[l.sharing.scheme] += reused_entries(l, ev.cached_tokens);
+    stats_.reused_token_layers_by_scheme[l.plan->sharing().scheme] += reused_entries(l, ev.cached_tokens);
 }
 
 void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
@@ -46,7 +46,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     ev.reused_tokens = l.reused_tokens;
     ev.prefill_token_layers = l.prefill_token_layers;
     ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
-    ev.kv_sharing = l.sharing.scheme;
+    ev.kv_sharing = l.plan->sharing().scheme;
     ev.queue_s = l.queue_s;
     ev.ttft_s = l.ttft_s;
     ev.prompt_logprobs = std::move(l.prompt_lps);
@@ -116,15 +116,15 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   ev.prefill_token_layers = l.prefill_token_layers;
   ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
   ev.completion_tokens = l.n_generated;
-  ev.kv_sharing = l.sharing.scheme;
-  ev.lr_fallback = l.sharing.lr_fallback;
+  ev.kv_sharing = l.plan->sharing().scheme;
+  ev.lr_fallback = l.plan->sharing().lr_fallback;
   ev.queue_s = l.queue_s;
   ev.ttft_s = l.ttft_s;
   const bool was_queued = !l.scheduled;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!l.background) stats_.per_model[l.model].completion_tokens += l.n_generated;
-    if (l.sharing.lr_fallback && !l.background) ++stats_.lr_fallback_requests;
+    if (l.plan->sharing().lr_fallback && !l.background) ++stats_.lr_fallback_requests;
   }
   release_defer(l);
   if (!l.session_key.empty()) {

@@ -75,12 +75,13 @@ struct Live {
   double queue_s = 0;
   double ttft_s = 0;
   std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
-  SeqSharing sharing;
+  // The request's planner (SharingScheme::admit): its scheme's decision
+  // (plan->sharing()) and per-request state. Never null once admitted.
+  std::unique_ptr<RequestPlanner> plan;
   std::string model;                       // adapter name, "" = base (stats key)
-  // Segment reuse: the planner, and per prompt
-  // position whether its K/V is copied from a cached segment and where its
-  // run starts. Looked up once, at the first prompt chunk.
-  std::unique_ptr<ReusePlanner> planner;
+  // Segment reuse (plan->reuses_segments()): per prompt position whether
+  // its K/V is copied from a cached segment and where its run starts.
+  // Looked up once, at the first prompt chunk.
   int32_t redo_admission = -1;  // the admission (preemption count) whose redo rows ran
   bool reuse_looked_up = false;
   int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
@@ -92,7 +93,7 @@ struct Live {
   std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
   std::vector<float> influence;            // [n_prompt]: a reused position's influence score
   bool capture = false;                    // captures: hidden state at the capture layer, influence
-  // Whole-prompt selection (ReusePlanner::whole_prompt_layer;
+  // Whole-prompt selection (RequestPlanner::whole_prompt_layer;
   // serving_engine_defer.cpp). The earlier chunks run up to the selection
   // layer and wait: defer_begin is where the first of them began (-1: none
   // yet), and their hidden states are rows of the request's KvScratch
@@ -153,8 +154,7 @@ struct Pending {
   ServeSink sink;
   Clock::time_point submitted;
   std::shared_ptr<const Adapter> adapter;
-  SeqSharing sharing;
-  std::unique_ptr<ReusePlanner> planner;
+  std::unique_ptr<RequestPlanner> plan;
   int32_t min_segment = 0;
   bool capture = false;
 };

@@ -85,7 +85,7 @@ bool ServingEngineImpl::remote_lookup(std::unique_ptr<SchedRequest>& r) {
   }
   const auto lit = live_.find(r->id);
   if (lit == live_.end() || lit->second.capture) return false;
-  const bool segments = lit->second.planner != nullptr;
+  const bool segments = lit->second.plan->reuses_segments();
   const int32_t n_full = (r->n_prompt - 1) / bs;  // never the block of the last token
   const int32_t from = r->cache.lookup(*kv_, r->tokens).n_blocks();
   if (from >= n_full && !segments) return false;

@@ -15,7 +15,7 @@ std::vector<SegmentHit> ServingEngineImpl::find_reuse_hits(const Live& l, const 
   // Where the request's blocks stop carrying the base lineage (aLoRA: its
   // invocation). Before it, segments are looked up under the base lineage,
   // whoever cached them; from it on, under the request's own.
-  const int32_t base_until = std::min(l.n_prompt, l.sharing.lineage_from);
+  const int32_t base_until = std::min(l.n_prompt, l.plan->sharing().lineage_from);
   if (r.cache.keys.lineage == r.cache.base_keys.lineage || base_until <= from) {
     return kv_->find_segments(prompt, from, r.cache.keys, l.min_segment);
   }
@@ -29,7 +29,7 @@ std::vector<SegmentHit> ServingEngineImpl::find_reuse_hits(const Live& l, const 
 
 void ServingEngineImpl::add_decoder_row(const Live& l, int32_t adapter_index, Step* step) const {
   TokenRow& encoder = step->rows.back();
-  if (!l.sharing.decoder_row || !encoder.logits) return;
+  if (!l.plan->sharing().decoder_row || !encoder.logits) return;
   // ICaRus: the encoder row writes the position's K/V; the decoder row
   // (adapter weights, every layer, no K/V) reads it and gives the logits.
   encoder.logits = false;
@@ -125,14 +125,14 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);
   queue_copies(l, b, e, q.blocks, step);
-  // One selection over the whole prompt (ReusePlanner::whole_prompt_layer):
+  // One selection over the whole prompt (RequestPlanner::whole_prompt_layer):
   // the chunks before the last run up to its layer and wait.
   const int32_t sel = whole_prompt_layer(l);
   if (sel >= 0 && e < l.n_prompt && defer_chunk(s, l, sel, adapter_index, q, step)) return;
   const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
   std::vector<ReuseRow> want;
   std::vector<ReuseHook> hooks;
-  l.planner->plan_chunk(reuse_chunk(l, cb, e), &want, &hooks);
+  l.plan->plan_chunk(reuse_chunk(l, cb, e), &want, &hooks);
   const std::vector<int32_t> row_of = add_reuse_rows(s, l, cb, sel, want, adapter_index, q.blocks, step);
   q.row_end = static_cast<int32_t>(step->rows.size());
   const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
@@ -284,7 +284,8 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
   for (size_t q = 0; q < step.seqs.size(); ++q) {
     // A request with redo layers captures its owner snapshots; others, the
     // capture component's.
-    const bool redo = q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->sharing.redo_layers.empty();
+    const bool redo =
+        q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->plan->sharing().redo_layers.empty();
     KvComponent* to = redo ? owner_hidden_ : hidden_;
     // A chunk run only through its whole-prompt selection layer: its
     // captures wait in the request for the prompt's last chunk.

@@ -48,13 +48,13 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
   StepSeq q;
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);
-  if (!l.sharing.redo_layers.empty() && l.sharing.adapter != nullptr) {
+  if (!l.plan->sharing().redo_layers.empty() && l.plan->sharing().adapter != nullptr) {
     add_redo_rows(s, l, adapter_index, q.blocks, step);
   }
   const std::vector<int32_t>* lr_blocks = lr ? &lr_kv_->block_table(r->id) : nullptr;
   const bool owner_snaps = owner_snapshots(l);
   std::vector<RowSpec> specs;
-  sharing_rows(l.sharing, s.begin, s.n, s.sample, &specs);
+  l.plan->chunk_rows(s.begin, s.n, s.sample, &specs);
   for (const RowSpec& rs : specs) {
     const int32_t pos = rs.index;
     TokenRow row;
@@ -90,7 +90,7 @@ void ServingEngineImpl::add_redo_rows(const ScheduledSeq& s, Live& l, int32_t ad
   if (l.redo_admission == r->n_preemptions || s.begin != r->kv_hit_tokens || s.begin == 0) return;
   l.redo_admission = r->n_preemptions;
   const int32_t bs = opts_.block_size;
-  const uint32_t bit = uint32_t{1} << (agent_tag(l.sharing.adapter) % 32);
+  const uint32_t bit = uint32_t{1} << (agent_tag(l.plan->sharing().adapter) % 32);
   const bool snapshots = owner_snapshots(l);
   int32_t mask = -1;
   for (int32_t p = 0; p < s.begin; ++p) {
@@ -99,7 +99,7 @@ void ServingEngineImpl::add_redo_rows(const ScheduledSeq& s, Live& l, int32_t ad
     if (mask < 0) {
       mask = static_cast<int32_t>(step->write_masks.size());
       std::vector<uint8_t> m(model_->spec.n_layers, 0);
-      for (int32_t layer : l.sharing.redo_layers) m[layer] = 1;
+      for (int32_t layer : l.plan->sharing().redo_layers) m[layer] = 1;
       step->write_masks.push_back(std::move(m));
     }
     TokenRow row;
@@ -108,7 +108,7 @@ void ServingEngineImpl::add_redo_rows(const ScheduledSeq& s, Live& l, int32_t ad
     row.slot = slot;
     row.adapter = adapter_index;
     row.write_mask = mask;
-    row.layer_end = l.sharing.redo_layers.back() + 1;
+    row.layer_end = l.plan->sharing().redo_layers.back() + 1;
     // From the snapshot at the first critical layer where one is kept (the
     // state of the agent that processed the token), else from layer 0,
     // keeping a snapshot on the way.
@@ -126,15 +126,15 @@ void ServingEngineImpl::add_redo_rows(const ScheduledSeq& s, Live& l, int32_t ad
 }
 
 bool ServingEngineImpl::owner_snapshots(const Live& l) const {
-  return owner_hidden_ != nullptr && !l.sharing.redo_layers.empty() &&
-         l.sharing.redo_layers.front() == owner_layer_;
+  return owner_hidden_ != nullptr && !l.plan->sharing().redo_layers.empty() &&
+         l.plan->sharing().redo_layers.front() == owner_layer_;
 }
 
 void ServingEngineImpl::store_owners(const Step& step, const std::vector<Live*>& seq_of) {
   for (size_t q = 0; q < step.seqs.size() && q < seq_of.size(); ++q) {
     const Live* l = seq_of[q];
-    if (l == nullptr || l->sharing.redo_layers.empty()) continue;
-    const uint32_t bit = uint32_t{1} << (agent_tag(l->sharing.adapter) % 32);
+    if (l == nullptr || l->plan->sharing().redo_layers.empty()) continue;
+    const uint32_t bit = uint32_t{1} << (agent_tag(l->plan->sharing().adapter) % 32);
     const StepSeq& sq = step.seqs[q];
     for (int32_t i = sq.row_begin; i < sq.row_end; ++i) {
       const TokenRow& row = step.rows[i];

@@ -2,7 +2,7 @@
 // contain runs of tokens whose K/V is already cached elsewhere, computed at
 // other positions and behind another prefix. The engine finds them
 // (SegmentIndex), copies their K/V into the request's blocks with K rotated
-// to the new positions, and asks the request's ReusePlanner which tokens to
+// to the new positions, and asks the request's planner (sharing/planner.h) which tokens to
 // recompute in which layers. The planner knows nothing of blocks or kernels:
 // it sees positions, which of them were reused, and at its hook layers the
 // fresh and cached K/V of the rows it kept running.
@@ -10,12 +10,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <span>
 #include <vector>
-
-#include "agentkv/kv_sharing_params.h"
-#include "util/status.h"
 
 namespace agentkv {
 
@@ -71,60 +67,5 @@ struct ReuseHook {
   // Clears keep[i] for rows (view.pos[i]) that stop above this layer.
   std::function<void(const ReuseHookView& view, std::span<uint8_t> keep)> fn;
 };
-
-// Per-request state of a segment-reuse scheme, from admission to finish.
-class ReusePlanner {
- public:
-  virtual ~ReusePlanner() = default;
-  // The reused positions of the chunk to recompute, with their layers, and
-  // the hooks. Positions not reused always run every layer (the engine adds
-  // them; hooks see them too); the last prompt position is never reused.
-  virtual void plan_chunk(const ReuseChunk& chunk, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) = 0;
-
-  // A layer >= 0 asks for one selection over the whole prompt however the
-  // scheduler chunks it. Every chunk but the prompt's last then runs each
-  // of its positions densely up to that layer (K/V written in the layers
-  // below it; layer 0 itself when the layer is 0), with no planner call; at
-  // the last chunk the planner plans once, a ReuseChunk from the first such
-  // chunk's begin to the prompt's end, and the earlier positions it plans
-  // resume at the layer from their hidden state entering it. The cached
-  // entries at the layer are still there for its hook (layer 0 aside).
-  // The result is the one-chunk plan's, bit for bit. The contract: the
-  // planner's rows run densely from layer 0 through at least this layer,
-  // where its hook decides. -1: plan each chunk on its own.
-  virtual int32_t whole_prompt_layer(int32_t n_layers) const {
-    (void)n_layers;
-    return -1;
-  }
-};
-
-// The planners of the segment-reuse schemes; params are checked.
-std::unique_ptr<ReusePlanner> make_naive_planner();
-std::unique_ptr<ReusePlanner> make_epic_planner(int32_t recompute_tokens);
-std::unique_ptr<ReusePlanner> make_cacheblend_planner(double ratio, int32_t check_layer);
-
-// SparseX (SCHEMES.md §2): dense below boundary_layer, Sparse-Q selection at it.
-struct SparsexConfig {
-  int32_t boundary_layer = 0;
-  double ratio = 0;
-  int32_t overflow_blocks = 0;
-  int32_t tail_tokens = 0;
-};
-std::unique_ptr<ReusePlanner> make_sparsex_planner(const SparsexConfig& c);
-
-// RelayCaching (SCHEMES.md §3.3): reused tokens resume at l_start from their
-// hidden-state snapshot, all recompute through l_det, the selected ones
-// (deviation, influence, suffix) up to l_end; the first prefix_tokens of each
-// reused run recompute every layer, as epic's do (an ablation, 0 by default).
-struct RelayConfig {
-  int32_t l_start = 0;
-  int32_t l_det = 0;
-  int32_t l_end = 0;
-  double dev_threshold = 0;
-  double influence_threshold = 0;
-  int32_t suffix_tokens = 0;
-  int32_t prefix_tokens = 0;
-};
-std::unique_ptr<ReusePlanner> make_relay_planner(const RelayConfig& c);
 
 }  // namespace agentkv

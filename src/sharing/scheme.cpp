@@ -72,12 +72,12 @@ Status SharingScheme::check_params(const KvSharingParams& p) const {
                     "sparsex and relay, and to droidspeak: docs/usage.md, \"Segment reuse\")");
 }
 
-void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) {
-  for (int32_t i = begin; i < begin + n; ++i) {
-    const bool last = sample && i == begin + n - 1;
-    out->push_back(RowSpec{i, i >= s.weights_from, true, last && !s.decoder_row});
-    if (last && s.decoder_row) out->push_back(RowSpec{i, true, false, true});
-  }
+Result<std::unique_ptr<RequestPlanner>> SharingScheme::admit(const PlanContext& c) const {
+  AKV_ASSIGN_OR_RETURN(SeqSharing s, plan_request(c));
+  std::unique_ptr<RequestPlanner> planner = make_planner(*c.params);
+  planner->set_sharing(std::move(s));
+  if (!c.segment_reuse) planner->stop_reuse();
+  return planner;
 }
 
 }  // namespace agentkv

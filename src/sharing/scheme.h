@@ -1,12 +1,12 @@
-// The SharingScheme interface (DESIGN.md §2–3): for each request, which
-// lineage its KV blocks get (so what it may share), which of its tokens run
-// with the adapter's weights, and which extra rows a Step carries for it.
-// Schemes know nothing of kernels or blocks: they decide per token index,
-// and the engine turns their decisions into TokenRows.
+// The SharingScheme interface (DESIGN.md §2–3): a scheme checks a request's
+// parameters and admits it, returning the request's planner
+// (sharing/planner.h), which answers every question the engine asks of it:
+// which lineage its KV blocks get (so what it may share), which of its
+// tokens run with the adapter's weights, which rows each chunk carries.
+// Schemes know nothing of kernels or blocks.
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -17,49 +17,11 @@
 #include "adapter/adapter.h"
 #include "agentkv/kv_sharing_params.h"
 #include "kv/component_registry.h"
-#include "sharing/reuse.h"
+#include "sharing/planner.h"
+#include "sharing/reuse_planners.h"
 #include "util/status.h"
 
 namespace agentkv {
-
-inline constexpr int32_t kNever = std::numeric_limits<int32_t>::max();
-
-// One request's sharing decision, made once at submission.
-struct SeqSharing {
-  const char* scheme = "none";  // the scheme that decided (a scheme falls back to none's rules for other kinds)
-  const Adapter* adapter = nullptr;  // nullptr: the base model
-  // Tokens at index >= weights_from run with the adapter's weights in the
-  // rows that write KV; earlier ones with the base weights. kNever: all base.
-  int32_t weights_from = kNever;
-  // KV blocks that end at or before lineage_from carry the base lineage
-  // (shareable with the base and other adapters); later blocks carry the
-  // adapter's. kNever: every block is base lineage.
-  int32_t lineage_from = kNever;
-  // ICaRus: every sampled position also runs a decoder row (adapter weights,
-  // writes no KV, reads the encoder's KV at positions 0..p) that gives the
-  // logits; the encoder row of that token only writes KV.
-  bool decoder_row = false;
-  // The schemes whose K/V any agent writes and any agent reads (FullShared,
-  // DroidSpeak, LRAgent's base K/V; SCHEMES.md §1.2-1.3): every block carries
-  // this lineage tag instead of the base's or the adapter's, so approximate
-  // K/V another agent wrote never serves an exact scheme. Empty: the rules
-  // above.
-  std::string shared_lineage;
-  // LRAgent: the v_proj LoRA's X·A^T lives in the LR cache under this
-  // lineage (BaseShared: the adapter's content id; BaseLRShared: its shared-A
-  // group's), the K/V cache holds V without it, and attention reads V_base
-  // + scale · V_lr · B. Tokens with cached K/V but no LR row of this lineage
-  // run the adapter's forward and write only the LR row (the "LR prefill").
-  // Empty: no LR cache.
-  std::string lr_lineage;
-  // lragent-baselr for an adapter in no shared-A group: BaseShared rules.
-  bool lr_fallback = false;
-  // Redo layers, ascending (DroidSpeak's critical layers): at each admission,
-  // the cached tokens that another agent wrote (the KV pool's owner tags)
-  // are run again with this request's weights from the first of them on,
-  // writing K/V only in them. Empty: none.
-  std::vector<int32_t> redo_layers;
-};
 
 // What a scheme decides a request's sharing from.
 struct PlanContext {
@@ -67,6 +29,9 @@ struct PlanContext {
   std::span<const int32_t> prompt;
   const KvSharingParams* params = nullptr;  // checked, the server's defaults filled in
   int32_t shared_a_peers = 0;             // loaded adapters whose v_proj A is the adapter's
+  // false: the request needs every prompt row computed (prompt logprobs),
+  // so its planner reuses no segment.
+  bool segment_reuse = true;
 };
 
 struct ServingOptions;  // agentkv/serving.h
@@ -86,7 +51,7 @@ class SharingScheme {
   // cannot run (an aLoRA prompt without its invocation sequence).
   virtual Result<SeqSharing> plan(const Adapter* adapter, std::span<const int32_t> prompt) const = 0;
   // The same with what the schemes that need more see (parameters, shared-A
-  // groups); the engine calls this one.
+  // groups); admit() calls this one.
   virtual Result<SeqSharing> plan_request(const PlanContext& c) const { return plan(c.adapter, c.prompt); }
   // Checks a request's scheme parameters: kInvalidArgument for a value out
   // of range or a parameter this scheme does not take. The exact schemes
@@ -109,12 +74,17 @@ class SharingScheme {
     (void)tag;
     return false;
   }
-  // Segment-reuse schemes: a planner for one request (params checked);
-  // nullptr for schemes that reuse only exact prefixes.
-  virtual std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const {
+  // The request's planner with its per-request state (params checked): a
+  // segment-reuse scheme's own; the exact schemes' plain RequestPlanner.
+  // admit() sets its decision (plan_request) on it.
+  virtual std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const {
     (void)p;
-    return nullptr;
+    return std::make_unique<RequestPlanner>();
   }
+  // Admits a request: its planner, holding plan_request's decision, with
+  // segment reuse off where the context says so. The engine calls this and
+  // nothing else per request. c.params must be set.
+  Result<std::unique_ptr<RequestPlanner>> admit(const PlanContext& c) const;
   // At server start, once per scheme: fills the server's defaults of the
   // scheme's own parameters (from a profile of the served model the options
   // name), checks them against the model, and declares the KV components
@@ -127,10 +97,6 @@ class SharingScheme {
     (void)components;
     return Status::ok();
   }
-  // Whether the server's on-request captures (--relay-capture on-request:
-  // hidden state and influence scores, KV components) are taken for this
-  // scheme's requests: RelayCaching reads them back when its segments are reused.
-  virtual bool captures_state() const { return false; }
 };
 
 // The shared-K/V schemes (full, droidspeak, lragent-*): the base model and
@@ -191,19 +157,5 @@ Result<SeqSharing> sharing_plan_none(const Adapter* adapter, std::span<const int
 
 // Start of the last occurrence of `needle` in `hay`, or -1.
 int32_t find_last_occurrence(std::span<const int32_t> hay, std::span<const int32_t> needle);
-
-// One row the engine must put in a Step for tokens [begin, begin + n) of a
-// sequence: the token at index `index`, with the adapter's weights or the
-// base's, writing its K/V or not, with logits or not.
-struct RowSpec {
-  int32_t index = 0;
-  bool adapter = false;
-  bool write_kv = true;
-  bool logits = false;
-};
-
-// The rows for a chunk; `sample` means the chunk ends at the last token and
-// the next token is sampled from it.
-void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out);
 
 }  // namespace agentkv

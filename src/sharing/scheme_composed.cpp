@@ -44,10 +44,9 @@ class SchemeComposed final : public SharingScheme {
   bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
     return exact_->reads_lineage(kind, tag);
   }
-  std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
     return reuse_->make_planner(p);
   }
-  bool captures_state() const override { return reuse_->captures_state(); }
 
  private:
   const SharingScheme* exact_;

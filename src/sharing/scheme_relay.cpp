@@ -42,9 +42,10 @@ namespace agentkv {
 
 namespace {
 
-class RelayPlanner final : public ReusePlanner {
+class RelayPlanner final : public RequestPlanner {
  public:
-  explicit RelayPlanner(const RelayConfig& c) : c_(c) {}
+  explicit RelayPlanner(const RelayConfig& c) : RequestPlanner(true), c_(c) {}
+  bool captures_state() const override { return true; }
 
   void plan_chunk(const ReuseChunk& c, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) override {
     if (c_.l_start >= c_.l_end) return;  // an empty band: direct reuse
@@ -112,7 +113,6 @@ class RelayPlanner final : public ReusePlanner {
 class SchemeRelay final : public ReuseScheme {
  public:
   const char* name() const override { return "relay"; }
-  bool captures_state() const override { return true; }
   Status check_params(const KvSharingParams& p) const override {
     AKV_RETURN_IF_ERROR(check_reuse_params(name(), {.relay = true}, p));
     return check_order(p);
@@ -171,7 +171,7 @@ class SchemeRelay final : public ReuseScheme {
     }
     return Status::ok();
   }
-  std::unique_ptr<ReusePlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
     RelayConfig c;
     c.l_start = p.l_start.value_or(0);
     c.l_det = p.l_det.value_or(0);
@@ -204,7 +204,9 @@ class SchemeRelay final : public ReuseScheme {
 
 }  // namespace
 
-std::unique_ptr<ReusePlanner> make_relay_planner(const RelayConfig& c) { return std::make_unique<RelayPlanner>(c); }
+std::unique_ptr<RequestPlanner> make_relay_planner(const RelayConfig& c) {
+  return std::make_unique<RelayPlanner>(c);
+}
 
 const SharingScheme* sharing_scheme_relay_instance() {
   static const SchemeRelay s;

@@ -1,0 +1,143 @@
+// One planner per request (DESIGN.md §2-3): every scheme, single or
+// composed, admits a request through SharingScheme::admit and returns the
+// planner the engine asks for the request's cache keys, rows, segment reuse
+// and captures.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sharing/scheme.h"
+
+namespace agentkv {
+namespace {
+
+Adapter make_adapter(AdapterKind kind, std::vector<int32_t> invocation = {}) {
+  Adapter a;
+  a.name = std::string("x");
+  a.id = std::string("id-x");
+  a.kind = kind;
+  a.invocation_tokens = std::move(invocation);
+  return a;
+}
+
+std::unique_ptr<RequestPlanner> admit(std::string_view scheme, const Adapter* a,
+                                      const std::vector<int32_t>& prompt, bool segment_reuse = true) {
+  const SharingScheme* s = sharing_scheme_get(scheme);
+  EXPECT_NE(s, nullptr) << scheme;
+  const KvSharingParams params;
+  Result<std::unique_ptr<RequestPlanner>> r = s->admit(PlanContext{a, prompt, &params, 0, segment_reuse});
+  EXPECT_TRUE(r.is_ok()) << scheme << ": " << r.status().message();
+  return r.is_ok() ? std::move(r).value() : nullptr;
+}
+
+bool is_reuse(std::string_view n) {
+  return n == "naive" || n == "epic" || n == "cacheblend" || n == "sparsex" || n == "relay" ||
+         n.find('+') != std::string_view::npos;
+}
+
+std::vector<std::string> every_name() {
+  std::vector<std::string> v(sharing_scheme_names().begin(), sharing_scheme_names().end());
+  v.insert(v.end(), sharing_composed_names().begin(), sharing_composed_names().end());
+  return v;
+}
+
+TEST(RequestPlanner, EverySchemeAdmitsWithOnePlanner) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4};
+  for (const std::string& n : every_name()) {
+    std::unique_ptr<RequestPlanner> p = admit(n, nullptr, prompt);
+    ASSERT_NE(p, nullptr) << n;
+    // aLoRA and ICaRus decide nothing for the base model: none's rules, under none's name.
+    EXPECT_EQ(std::string(p->sharing().scheme), n == "alora" || n == "icarus" ? "none" : n);
+    EXPECT_EQ(p->reuses_segments(), is_reuse(n)) << n;
+    EXPECT_EQ(p->captures_state(), n == "relay" || n.ends_with("+relay")) << n;
+    // A request that needs every prompt row (prompt logprobs) reuses nothing.
+    EXPECT_FALSE(admit(n, nullptr, prompt, false)->reuses_segments()) << n;
+  }
+}
+
+TEST(RequestPlanner, StopReuseMakesTheRestExact) {
+  std::unique_ptr<RequestPlanner> p = admit("sparsex", nullptr, {1, 2, 3});
+  ASSERT_TRUE(p->reuses_segments());
+  p->stop_reuse();
+  EXPECT_FALSE(p->reuses_segments());
+}
+
+TEST(RequestPlanner, ComposedTakesTheExactSchemesDecision) {
+  Adapter alora = make_adapter(AdapterKind::kAlora, {7, 8});
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 7, 8, 9};
+  std::unique_ptr<RequestPlanner> alone = admit("alora", &alora, prompt);
+  std::unique_ptr<RequestPlanner> composed = admit("alora+relay", &alora, prompt);
+  EXPECT_EQ(composed->sharing().weights_from, alone->sharing().weights_from);
+  EXPECT_EQ(composed->sharing().lineage_from, alone->sharing().lineage_from);
+  EXPECT_TRUE(composed->reuses_segments());
+  EXPECT_FALSE(alone->reuses_segments());
+}
+
+ExtraKeys own_keys() {
+  ExtraKeys k;
+  k.tenant = std::string("t");  // not a literal: g++ 12 warns falsely (-Wrestrict)
+  k.cache_salt = std::string("salt");
+  return k;
+}
+
+TEST(RequestPlanner, CachePolicyOfTheBaseModelIsItsOwnKeys) {
+  for (const std::string& n : every_name()) {
+    std::unique_ptr<RequestPlanner> p = admit(n, nullptr, {1, 2, 3});
+    const CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
+    EXPECT_EQ(c.base_keys, own_keys()) << n;
+    EXPECT_FALSE(c.has_pool()) << n;
+    // The shared-K/V schemes tag the base's blocks too; the others key them as the base's.
+    const std::string& tag = p->sharing().shared_lineage;
+    EXPECT_EQ(c.keys.lineage, tag.empty() ? own_keys().lineage : "shared:" + tag) << n;
+  }
+}
+
+TEST(RequestPlanner, CachePolicyKeysAloraBlocksByTheInvocation) {
+  Adapter alora = make_adapter(AdapterKind::kAlora, {7, 8});
+  // The invocation starts at 9: blocks of 4 ending at or before it (two) stay base lineage.
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 8, 9};
+  std::unique_ptr<RequestPlanner> p = admit("alora", &alora, prompt);
+  p->set_adapter(&alora);
+  ASSERT_EQ(p->sharing().lineage_from, 9);
+  const CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
+  EXPECT_EQ(c.base_blocks, 2);
+  EXPECT_EQ(c.base_keys, own_keys());
+  EXPECT_EQ(c.keys.lineage, "id-x");
+  EXPECT_EQ(c.keys.tenant, "t");
+  EXPECT_EQ(c.keys.cache_salt, "salt");
+  // none: the adapter's lineage from block 0.
+  p = admit("none", &alora, prompt);
+  EXPECT_EQ(p->cache_policy(own_keys(), 4).base_blocks, 0);
+}
+
+TEST(RequestPlanner, CachePolicyOfTheSharedSchemesAndTheLrPool) {
+  Adapter lora = make_adapter(AdapterKind::kLora);
+  lora.v_a_id = std::string("va");
+  std::unique_ptr<RequestPlanner> p = admit("full", &lora, {1, 2, 3});
+  CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
+  EXPECT_EQ(c.keys.lineage, "shared:full");
+  EXPECT_EQ(c.base_blocks, 0);
+  EXPECT_FALSE(c.has_pool());
+  p = admit("lragent-base", &lora, {1, 2, 3});
+  c = p->cache_policy(own_keys(), 4);
+  EXPECT_EQ(c.keys.lineage, "shared:lragent");
+  ASSERT_TRUE(c.has_pool());
+  EXPECT_EQ(c.pool_keys->lineage, "lr-adapter:id-x");
+  EXPECT_EQ(c.pool_keys->tenant, "t");  // the pool is scoped like the K/V
+}
+
+TEST(RequestPlanner, ChunkRowsAreTheSchemesRows) {
+  Adapter icarus = make_adapter(AdapterKind::kIcarus);
+  std::unique_ptr<RequestPlanner> p = admit("icarus", &icarus, {1, 2, 3});
+  std::vector<RowSpec> rows;
+  p->chunk_rows(0, 3, true, &rows);
+  ASSERT_EQ(rows.size(), 4u);  // three encoder rows and the decoder row of the sampled position
+  EXPECT_FALSE(rows[2].logits);
+  EXPECT_TRUE(rows[3].logits);
+  EXPECT_FALSE(rows[3].write_kv);
+  EXPECT_TRUE(rows[3].adapter);
+}
+
+}  // namespace
+}  // namespace agentkv
