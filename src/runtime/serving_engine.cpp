@@ -108,6 +108,18 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
                       "prompt logprobs (echo with logprobs) are not available for an "
                       "ICaRus adapter: its prompt rows run as the base encoder");
   }
+  // The request's one state, made here and handed to the engine thread.
+  auto l = std::make_unique<Live>(std::move(sink), req, *tokenizer_, Clock::now());
+  l->adapter = std::move(adapter);
+  plan->set_adapter(l->adapter.get());
+  ExtraKeys own;
+  own.tenant = req.tenant;
+  own.cache_salt = req.cache_salt;
+  l->cache = plan->cache_policy(own, opts_.block_size);
+  l->plan = std::move(plan);
+  l->model = req.adapter;
+  l->min_segment = min_segment;
+  l->capture = capture;
   ServeId id;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -117,10 +129,10 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
                         " waiting requests); retry later");
     }
     id = next_id_++;
+    l->id = id;
     ++n_queued_;
     ++n_live_;
-    inbox_.push_back(Pending{id, std::move(req), std::move(sink), Clock::now(), std::move(adapter),
-                             std::move(plan), min_segment, capture});
+    inbox_.push_back(std::move(l));
   }
   wake_.notify_one();
   return id;
@@ -182,7 +194,8 @@ void ServingEngineImpl::publish_stats() {
   }
 }
 
-void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all) {
+void ServingEngineImpl::take_inbox(std::vector<std::unique_ptr<Live>>* fresh, std::vector<ServeId>* cancels,
+                                   bool* cancel_all) {
   std::unique_lock<std::mutex> lk(mu_);
   auto ready = [&] {
     return stopping_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || sched_->has_work();
@@ -198,42 +211,24 @@ void ServingEngineImpl::take_inbox(std::vector<Pending>* fresh, std::vector<Serv
   cancel_all_ = false;
 }
 
-void ServingEngineImpl::admit(Pending& p) {
-  auto r = std::make_unique<SchedRequest>();
-  r->id = p.id;
-  r->tokens = p.req.prompt;
-  r->n_prompt = static_cast<int32_t>(p.req.prompt.size());
-  p.plan->set_adapter(p.adapter.get());
-  ExtraKeys own;
-  own.tenant = p.req.tenant;
-  own.cache_salt = p.req.cache_salt;
-  r->cache = p.plan->cache_policy(own, opts_.block_size);
-  r->read_cache = p.req.prompt_logprobs < 0;
-  r->one_per_step_from = p.req.one_per_step_from;
-  r->background = p.req.background;
-  auto [it, fresh_live] = live_.try_emplace(p.id, std::move(p.sink), p.req, *tokenizer_, p.submitted);
-  (void)fresh_live;
-  it->second.id = p.id;
-  it->second.adapter = std::move(p.adapter);
-  it->second.plan = std::move(p.plan);
-  it->second.model = p.req.adapter;
-  it->second.min_segment = p.min_segment;
-  it->second.capture = p.capture;
+void ServingEngineImpl::admit(std::unique_ptr<Live> lp) {
+  Live* l = lp.get();
   // An agent back from a tool: its turn goes ahead while its blocks are protected.
-  r->priority = !it->second.session_key.empty() && kv_->sessions().contains(it->second.session_key);
-  if (!remote_lookup(r)) sched_->add(std::move(r));
+  l->priority = !l->session_key.empty() && kv_->sessions().contains(l->session_key);
+  live_.emplace(l->id, std::move(lp));
+  if (!remote_lookup(l)) sched_->add(l);
 }
 
 void ServingEngineImpl::settle(const SchedulerOutput& out) {
   // A preempted request recomputes from scratch, exactly: its deferred
   // rows' state goes with its blocks.
   for (RequestId id : out.preempted) {
-    if (auto it = live_.find(id); it != live_.end()) release_defer(it->second);
+    if (auto it = live_.find(id); it != live_.end()) release_defer(*it->second);
   }
   for (RequestId id : out.dropped) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
-    release_defer(it->second);
+    release_defer(*it->second);
     ServeEvent ev;
     ev.error = "dropped: a background request gives its KV blocks to others first";
     finish(id, ServeFinish::kError, std::move(ev));
@@ -241,7 +236,7 @@ void ServingEngineImpl::settle(const SchedulerOutput& out) {
   for (RequestId id : out.aborted) {
     ServeEvent ev;
     auto it = live_.find(id);
-    if (it != live_.end() && it->second.n_generated > 0) {
+    if (it != live_.end() && it->second->n_generated > 0) {
       finish(id, ServeFinish::kLength);
     } else {
       ev.error = "the request does not fit in the KV cache (" + std::to_string(kv_->pool().n_blocks()) +
@@ -252,7 +247,7 @@ void ServingEngineImpl::settle(const SchedulerOutput& out) {
 }
 
 void ServingEngineImpl::loop() {
-  std::vector<Pending> fresh;
+  std::vector<std::unique_ptr<Live>> fresh;
   std::vector<ServeId> cancels;
   for (;;) {
     bool cancel_all = false;
@@ -263,7 +258,7 @@ void ServingEngineImpl::loop() {
     flush_kv_events();  // segments created or deleted
     kv_->sessions().expire(clock_seconds());
     if (lr_kv_) lr_kv_->sessions().expire(clock_seconds());
-    for (Pending& p : fresh) admit(p);
+    for (std::unique_ptr<Live>& l : fresh) admit(std::move(l));
     remote_poll();
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
     if (cancel_all) {
@@ -314,7 +309,7 @@ void ServingEngineImpl::plan_step(const SchedulerOutput& out, StepPlan* plan) {
     SchedRequest* r = s.req;
     auto it = live_.find(r->id);
     if (it == live_.end()) continue;  // cannot happen: finished requests leave the scheduler
-    Live& l = it->second;
+    Live& l = *it->second;
     mark_scheduled(r->id, l);
     // The scheme decides each row's weights, KV write and logits; the
     // runner only sees adapters and slots.
@@ -360,8 +355,9 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   for (const LogitRow& lr : plan.logit_rows) {
     if (lr.prompt_pos >= 0) continue;
     auto it = live_.find(lr.id);
-    if (it != live_.end() && it->second.matcher && static_cast<size_t>(it->second.n_generated) >= it->second.forced.size()) {
-      masked.push_back(&it->second);
+    if (it != live_.end() && it->second->matcher &&
+        static_cast<size_t>(it->second->n_generated) >= it->second->forced.size()) {
+      masked.push_back(it->second.get());
     }
   }
   if (!masked.empty()) mask_worker_.start([&masked, words = (model_->spec.n_vocab + 31) / 32] {

@@ -11,7 +11,7 @@ void ServingEngineImpl::on_prompt_logits(ServeId id, int32_t pos, std::span<cons
   auto it = live_.find(id);
   SchedRequest* r = sched_->find(id);
   if (it == live_.end() || r == nullptr) return;
-  Live& l = it->second;
+  Live& l = *it->second;
   // A recompute after preemption scores the same positions again: keep the first.
   if (pos < 0 || static_cast<size_t>(pos) >= l.prompt_lps.size() || l.prompt_lps[pos].id >= 0) return;
   l.prompt_lps[pos] = logprobs_of(logits, r->tokens[pos + 1], l.prompt_logprobs);
@@ -36,7 +36,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
   auto it = live_.find(id);
   SchedRequest* r = sched_->find(id);
   if (it == live_.end() || r == nullptr) return;
-  Live& l = it->second;
+  Live& l = *it->second;
   ServeEvent ev;
   if (!l.first_sent) {
     l.first_sent = true;
@@ -104,7 +104,7 @@ void ServingEngineImpl::fill_mask(Live& l, size_t words) {
 void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
-  Live& l = it->second;
+  Live& l = *it->second;
   if (!segment_jobs_.empty()) finish_segment_job(id, why, ev.error);
   if (why != ServeFinish::kError && why != ServeFinish::kCancelled && !l.stops.stopped()) {
     ev.text += l.stops.push(l.detok.flush()) + l.stops.flush();

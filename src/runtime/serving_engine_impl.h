@@ -53,9 +53,12 @@ inline double seconds(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
-// Engine-thread state of one request: what turns its logits into events.
-struct Live {
-  ServeId id = 0;
+// One request's state, the only one (nano-vllm's Sequence): the scheduler
+// sees its SchedRequest part (tokens, progress, cache keys), the planner
+// (`plan`) holds the scheme's part, and the rest turns its logits into
+// events. Made at submission, owned by the engine (inbox_, then live_) until
+// it finishes; the scheduler holds it by pointer while it is queued or running.
+struct Live : SchedRequest {
   ServeSink sink;
   Sampler sampler;
   StopMatcher stops;
@@ -65,9 +68,8 @@ struct Live {
   std::vector<int32_t> stop_token_ids;
   int32_t prompt_logprobs = -1;
   bool return_logits = false;
-  bool background = false;               // ServeRequest::background: counted in no stats
   std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
-  int32_t n_prompt = 0;
+  // (SchedRequest::background: counted in no stats.)
   int32_t n_generated = 0;
   Clock::time_point submitted;
   bool scheduled = false;  // left the queue (counts against max_queue until then)
@@ -133,11 +135,14 @@ struct Live {
         stop_token_ids(r.stop_token_ids),
         prompt_logprobs(r.prompt_logprobs),
         return_logits(r.return_logits),
-        background(r.background),
-        n_prompt(static_cast<int32_t>(r.prompt.size())),
         submitted(t),
         kv_probe(r.kv_probe),
         forced(r.forced_tokens) {
+    tokens = r.prompt;
+    n_prompt = static_cast<int32_t>(r.prompt.size());
+    read_cache = r.prompt_logprobs < 0;  // prompt logprobs need every prompt row's logits
+    one_per_step_from = r.one_per_step_from;
+    background = r.background;
     if (r.constraint) matcher = r.constraint->matcher();
     if (!r.session_id.empty()) {
       session_key = agentkv::session_key(r.tenant, r.session_id);
@@ -146,17 +151,6 @@ struct Live {
     sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
-};
-
-struct Pending {
-  ServeId id;
-  ServeRequest req;
-  ServeSink sink;
-  Clock::time_point submitted;
-  std::shared_ptr<const Adapter> adapter;
-  std::unique_ptr<RequestPlanner> plan;
-  int32_t min_segment = 0;
-  bool capture = false;
 };
 
 // A Step row with logits, in row order (the runner's output order).
@@ -183,7 +177,6 @@ using serving_detail::Clock;
 using serving_detail::clock_seconds;
 using serving_detail::Live;
 using serving_detail::LogitRow;
-using serving_detail::Pending;
 using serving_detail::seconds;
 using serving_detail::StepPlan;
 
@@ -221,11 +214,11 @@ class ServingEngineImpl final : public ServingEngine {
   // sampling parameters, and room for the prompt in the context and the pool.
   Status check_request(const ServeRequest& req) const;
   // A submitted request becomes the scheduler's (or waits on the remote tier).
-  void admit(Pending& p);
+  void admit(std::unique_ptr<Live> l);
   // What the schedule did to requests besides running them: preempted ones
   // drop their deferred state; dropped and aborted ones finish.
   void settle(const SchedulerOutput& out);
-  void take_inbox(std::vector<Pending>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
+  void take_inbox(std::vector<std::unique_ptr<Live>>* fresh, std::vector<ServeId>* cancels, bool* cancel_all);
   void run_step(const SchedulerOutput& out);
   // run_step's parts: each scheduled chunk's rows (plan_rows, plan_reuse or
   // plan_resume), and after the forward pass: captures, owners, stats, and
@@ -379,7 +372,7 @@ class ServingEngineImpl final : public ServingEngine {
     ExtraKeys keys;
   };
   struct RemoteWait {
-    std::unique_ptr<SchedRequest> r;
+    SchedRequest* r = nullptr;  // the request (in live_)
     double deadline = 0;
     int32_t from = 0;                 // the blocks asked for start here
     std::vector<uint64_t> hashes;     // of every full block from 0
@@ -403,7 +396,7 @@ class ServingEngineImpl final : public ServingEngine {
   double prefill_s_per_token_ = 0;  // moving average of step seconds per token row
   // Takes a fresh request that may find its prefix in the remote tier and
   // asks the tier; false (r untouched) when there is nothing to ask.
-  bool remote_lookup(std::unique_ptr<SchedRequest>& r);
+  bool remote_lookup(SchedRequest* r);
   // Loads the blocks of the answers that came, and schedules their requests
   // and those whose wait is over.
   void remote_poll();
@@ -422,7 +415,7 @@ class ServingEngineImpl final : public ServingEngine {
   int32_t max_model_len_ = 0;
 
   // Engine thread only.
-  std::unordered_map<ServeId, Live> live_;
+  std::unordered_map<ServeId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
   struct SegmentJob {
     std::string seg_id;
@@ -436,7 +429,7 @@ class ServingEngineImpl final : public ServingEngine {
   mutable std::mutex mu_;
   std::condition_variable wake_;  // the engine thread: work arrived
   std::condition_variable idle_;  // drain(): a request finished
-  std::vector<Pending> inbox_;
+  std::vector<std::unique_ptr<Live>> inbox_;
   std::vector<ServeId> cancels_;
   std::vector<std::function<void()>> tasks_;  // run_on_engine
   bool cancel_all_ = false;

@@ -77,15 +77,15 @@ constexpr int32_t kMaxWindows = 16384;
 
 }  // namespace
 
-bool ServingEngineImpl::remote_lookup(std::unique_ptr<SchedRequest>& r) {
+bool ServingEngineImpl::remote_lookup(SchedRequest* r) {
   const int32_t bs = opts_.block_size;
   if (!opts_.kv_remote || !opts_.prefix_caching || !r->read_cache ||
       r->cache.keys.lineage.starts_with("shared:") || r->n_prompt < 2) {
     return false;
   }
   const auto lit = live_.find(r->id);
-  if (lit == live_.end() || lit->second.capture) return false;
-  const bool segments = lit->second.plan->reuses_segments();
+  if (lit == live_.end() || lit->second->capture) return false;
+  const bool segments = lit->second->plan->reuses_segments();
   const int32_t n_full = (r->n_prompt - 1) / bs;  // never the block of the last token
   const int32_t from = r->cache.lookup(*kv_, r->tokens).n_blocks();
   if (from >= n_full && !segments) return false;
@@ -119,7 +119,7 @@ bool ServingEngineImpl::remote_lookup(std::unique_ptr<SchedRequest>& r) {
   const double recompute = prefill_s_per_token_ > 0 ? prefill_s_per_token_ * missing : opts_.kv_remote_wait_s;
   w.deadline = clock_seconds() + std::min(opts_.kv_remote_wait_s, recompute);
   const ServeId id = r->id;
-  w.r = std::move(r);
+  w.r = r;
   opts_.kv_remote->get(id, std::move(names));
   remote_wait_.emplace(id, std::move(w));
   std::lock_guard<std::mutex> lk(mu_);
@@ -180,7 +180,7 @@ bool ServingEngineImpl::remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer
     next = o + bs;
   }
   // Runs shorter than the request's minimum segment would be dropped anyway.
-  const int32_t min_tokens = live_.at(a.ticket).min_segment;
+  const int32_t min_tokens = live_.at(a.ticket)->min_segment;
   w.picked.clear();
   for (size_t i = 0; i < picked.size();) {
     size_t j = i + 1;
@@ -250,7 +250,7 @@ void ServingEngineImpl::remote_poll() {
     } else {
       remote_segment_answer(w, a, &loaded, &invalid);
     }
-    sched_->add(std::move(w.r));
+    sched_->add(w.r);
     remote_wait_.erase(it);
   }
   const double now = clock_seconds();
@@ -260,7 +260,7 @@ void ServingEngineImpl::remote_poll() {
       continue;
     }
     if (live_.count(it->first)) {
-      sched_->add(std::move(it->second.r));
+      sched_->add(it->second.r);
       ++timeouts;
     }
     it = remote_wait_.erase(it);

@@ -20,11 +20,10 @@ Scheduler::Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* pool_kv)
   cfg_.max_running = std::max(1, cfg_.max_running);
 }
 
-void Scheduler::add(std::unique_ptr<SchedRequest> req) {
-  req->state = RequestState::kWaiting;
-  req->n_computed = 0;
-  SchedRequest* r = req.get();
-  all_[r->id] = std::move(req);
+void Scheduler::add(SchedRequest* r) {
+  r->state = RequestState::kWaiting;
+  r->n_computed = 0;
+  all_[r->id] = r;
   if (r->background) {
     idle_.push_back(r);
   } else if (r->priority && cfg_.priority_streak > 0) {
@@ -52,7 +51,7 @@ void Scheduler::pick_next() {
 
 SchedRequest* Scheduler::find(RequestId id) {
   auto it = all_.find(id);
-  return it == all_.end() ? nullptr : it->second.get();
+  return it == all_.end() ? nullptr : it->second;
 }
 
 void Scheduler::free_kv(RequestId id) {

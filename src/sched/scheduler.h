@@ -80,8 +80,11 @@ class Scheduler {
   Scheduler(KvManager* kv, SchedulerConfig cfg, KvManager* pool_kv = nullptr);
 
   // Queues a request (state kWaiting, n_computed 0, tokens non-empty). The
-  // caller bounds the queue; the scheduler accepts anything.
-  void add(std::unique_ptr<SchedRequest> req);
+  // caller bounds the queue; the scheduler accepts anything. The caller owns
+  // the request (the engine's request state extends SchedRequest) and keeps
+  // it alive until it calls finish(), or until a step reports it aborted or
+  // dropped: the scheduler has forgotten it then.
+  void add(SchedRequest* req);
 
   // Plans the next step. Allocates the KV slots it needs (evicting cached
   // blocks, preempting when that is not enough).
@@ -132,7 +135,7 @@ class Scheduler {
   KvManager* kv_;
   KvManager* pool_kv_;
   SchedulerConfig cfg_;
-  std::unordered_map<RequestId, std::unique_ptr<SchedRequest>> all_;
+  std::unordered_map<RequestId, SchedRequest*> all_;  // not owned
   std::deque<SchedRequest*> waiting_;
   std::deque<SchedRequest*> idle_;      // waiting background requests
   std::vector<SchedRequest*> running_;  // admission order

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -14,8 +16,10 @@ namespace {
 
 constexpr int32_t kBs = 4;
 
-std::unique_ptr<SchedRequest> make_req(RequestId id, std::vector<int32_t> tokens, ExtraKeys keys = {}) {
-  auto r = std::make_unique<SchedRequest>();
+// The scheduler does not own its requests; the tests' live until the program ends.
+SchedRequest* make_req(RequestId id, std::vector<int32_t> tokens, ExtraKeys keys = {}) {
+  static std::deque<std::unique_ptr<SchedRequest>> owned;
+  SchedRequest* r = owned.emplace_back(std::make_unique<SchedRequest>()).get();
   r->id = id;
   r->n_prompt = static_cast<int32_t>(tokens.size());
   r->tokens = std::move(tokens);
@@ -132,7 +136,7 @@ TEST(Scheduler, OnePerStepFromCutsThePromptThereThenFeedsOneTokenPerStep) {
   Scheduler s(&kv, {/*max_batch_tokens=*/32, /*max_running=*/8, true});
   auto r = make_req(1, iota_tokens(45));
   r->one_per_step_from = 40;
-  s.add(std::move(r));
+  s.add(r);
   std::vector<int32_t> chunks;
   for (int i = 0; i < 7; ++i) {
     SchedulerOutput out = step(s);
@@ -216,7 +220,7 @@ TEST(Scheduler, SplitLineageIsSharedBothWays) {
   auto a = make_req(1, iota_tokens(20), adapter);
   a->cache.base_keys = base;
   a->cache.base_blocks = 13 / kBs;  // 3 blocks end at or before token 13
-  s.add(std::move(a));
+  s.add(a);
   step(s);
   EXPECT_EQ(s.find(1)->n_cached_prompt, 0);
   run_to_end(1);
@@ -230,7 +234,7 @@ TEST(Scheduler, SplitLineageIsSharedBothWays) {
   auto c = make_req(3, iota_tokens(22), adapter);
   c->cache.base_keys = base;
   c->cache.base_blocks = 3;
-  s.add(std::move(c));
+  s.add(c);
   step(s);
   EXPECT_EQ(s.find(3)->n_cached_prompt, 5 * kBs);  // 3 base + 2 adapter blocks from request 1
   run_to_end(3);
@@ -238,7 +242,7 @@ TEST(Scheduler, SplitLineageIsSharedBothWays) {
   auto d = make_req(4, iota_tokens(22), ExtraKeys{"other-adapter", "t", ""});
   d->cache.base_keys = base;
   d->cache.base_blocks = 3;
-  s.add(std::move(d));
+  s.add(d);
   step(s);
   EXPECT_EQ(s.find(4)->n_cached_prompt, 3 * kBs);
 }
@@ -386,7 +390,7 @@ TEST(Scheduler, RandomWorkloadRunsToCompletion) {
 namespace agentkv {
 namespace {
 
-std::unique_ptr<SchedRequest> background_req(RequestId id, std::vector<int32_t> tokens) {
+SchedRequest* background_req(RequestId id, std::vector<int32_t> tokens) {
   auto r = make_req(id, std::move(tokens));
   r->background = true;
   return r;
@@ -473,7 +477,7 @@ TEST(SchedulerBackground, IsDroppedFirstWhenThePoolRunsShort) {
 namespace agentkv {
 namespace {
 
-std::unique_ptr<SchedRequest> priority_req(RequestId id, std::vector<int32_t> tokens) {
+SchedRequest* priority_req(RequestId id, std::vector<int32_t> tokens) {
   auto r = make_req(id, std::move(tokens));
   r->priority = true;
   return r;
