@@ -82,7 +82,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   // Prompt logprobs need every prompt row computed: no segment reuse there.
   PlanContext pc{adapter.get(), req.prompt, &params, adapter ? adapters_.shared_a_peers(*adapter) : 0,
                  /*segment_reuse=*/req.prompt_logprobs < 0};
-  AKV_ASSIGN_OR_RETURN(std::unique_ptr<RequestPlanner> plan, scheme->admit(pc));
+  AKV_ASSIGN_OR_RETURN(std::unique_ptr<SeqPlanner> plan, scheme->admit(pc));
   const SeqSharing& sharing = plan->sharing();
   if (!sharing.lr_lineage.empty()) {
     if (!lr_kv_) {

@@ -1,4 +1,4 @@
-// Whole-prompt selection under chunked prefill (RequestPlanner::
+// Whole-prompt selection under chunked prefill (SeqPlanner::
 // whole_prompt_layer; DESIGN.md §2 as proposed in issue 15's notes).
 //
 // A planner that selects at layer ℓ over the whole prompt gets one plan,

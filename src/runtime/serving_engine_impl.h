@@ -79,7 +79,7 @@ struct Live : SchedRequest {
   std::shared_ptr<const Adapter> adapter;  // keeps an unloaded adapter alive until the request ends
   // The request's planner (SharingScheme::admit): its scheme's decision
   // (plan->sharing()) and per-request state. Never null once admitted.
-  std::unique_ptr<RequestPlanner> plan;
+  std::unique_ptr<SeqPlanner> plan;
   std::string model;                       // adapter name, "" = base (stats key)
   // Segment reuse (plan->reuses_segments()): per prompt position whether
   // its K/V is copied from a cached segment and where its run starts.
@@ -95,7 +95,7 @@ struct Live : SchedRequest {
   std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
   std::vector<float> influence;            // [n_prompt]: a reused position's influence score
   bool capture = false;                    // captures: hidden state at the capture layer, influence
-  // Whole-prompt selection (RequestPlanner::whole_prompt_layer;
+  // Whole-prompt selection (SeqPlanner::whole_prompt_layer;
   // serving_engine_defer.cpp). The earlier chunks run up to the selection
   // layer and wait: defer_begin is where the first of them began (-1: none
   // yet), and their hidden states are rows of the request's KvScratch

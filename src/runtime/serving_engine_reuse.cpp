@@ -125,7 +125,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);
   queue_copies(l, b, e, q.blocks, step);
-  // One selection over the whole prompt (RequestPlanner::whole_prompt_layer):
+  // One selection over the whole prompt (SeqPlanner::whole_prompt_layer):
   // the chunks before the last run up to its layer and wait.
   const int32_t sel = whole_prompt_layer(l);
   if (sel >= 0 && e < l.n_prompt && defer_chunk(s, l, sel, adapter_index, q, step)) return;

@@ -10,7 +10,7 @@ void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, st
   }
 }
 
-CacheKeyPolicy RequestPlanner::cache_policy(const ExtraKeys& own, int32_t block_size) const {
+CacheKeyPolicy SeqPlanner::cache_policy(const ExtraKeys& own, int32_t block_size) const {
   CacheKeyPolicy c;
   c.base_keys = own;
   c.keys = own;

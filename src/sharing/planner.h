@@ -84,13 +84,13 @@ struct RowSpec {
 // token and the next token is sampled from it.
 void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out);
 
-class RequestPlanner {
+class SeqPlanner {
  public:
   // An exact scheme's planner; the segment-reuse schemes' derive from it.
-  RequestPlanner() = default;
-  virtual ~RequestPlanner() = default;
-  RequestPlanner(const RequestPlanner&) = delete;
-  RequestPlanner& operator=(const RequestPlanner&) = delete;
+  SeqPlanner() = default;
+  virtual ~SeqPlanner() = default;
+  SeqPlanner(const SeqPlanner&) = delete;
+  SeqPlanner& operator=(const SeqPlanner&) = delete;
 
   // What the scheme decided at admission (SharingScheme::admit sets it).
   const SeqSharing& sharing() const { return sharing_; }
@@ -151,7 +151,7 @@ class RequestPlanner {
 
  protected:
   // A segment-reuse planner's constructor says it reuses.
-  explicit RequestPlanner(bool reuses) : reuse_(reuses) {}
+  explicit SeqPlanner(bool reuses) : reuse_(reuses) {}
 
  private:
   SeqSharing sharing_;

@@ -10,9 +10,9 @@
 namespace agentkv {
 
 // The planners of the segment-reuse schemes; params are checked.
-std::unique_ptr<RequestPlanner> make_naive_planner();
-std::unique_ptr<RequestPlanner> make_epic_planner(int32_t recompute_tokens);
-std::unique_ptr<RequestPlanner> make_cacheblend_planner(double ratio, int32_t check_layer);
+std::unique_ptr<SeqPlanner> make_naive_planner();
+std::unique_ptr<SeqPlanner> make_epic_planner(int32_t recompute_tokens);
+std::unique_ptr<SeqPlanner> make_cacheblend_planner(double ratio, int32_t check_layer);
 
 // SparseX (SCHEMES.md §2): dense below boundary_layer, Sparse-Q selection at it.
 struct SparsexConfig {
@@ -21,7 +21,7 @@ struct SparsexConfig {
   int32_t overflow_blocks = 0;
   int32_t tail_tokens = 0;
 };
-std::unique_ptr<RequestPlanner> make_sparsex_planner(const SparsexConfig& c);
+std::unique_ptr<SeqPlanner> make_sparsex_planner(const SparsexConfig& c);
 
 // RelayCaching (SCHEMES.md §3.3): reused tokens resume at l_start from their
 // hidden-state snapshot, all recompute through l_det, the selected ones
@@ -36,6 +36,6 @@ struct RelayConfig {
   int32_t suffix_tokens = 0;
   int32_t prefix_tokens = 0;
 };
-std::unique_ptr<RequestPlanner> make_relay_planner(const RelayConfig& c);
+std::unique_ptr<SeqPlanner> make_relay_planner(const RelayConfig& c);
 
 }  // namespace agentkv

@@ -72,9 +72,9 @@ Status SharingScheme::check_params(const KvSharingParams& p) const {
                     "sparsex and relay, and to droidspeak: docs/usage.md, \"Segment reuse\")");
 }
 
-Result<std::unique_ptr<RequestPlanner>> SharingScheme::admit(const PlanContext& c) const {
+Result<std::unique_ptr<SeqPlanner>> SharingScheme::admit(const PlanContext& c) const {
   AKV_ASSIGN_OR_RETURN(SeqSharing s, plan_request(c));
-  std::unique_ptr<RequestPlanner> planner = make_planner(*c.params);
+  std::unique_ptr<SeqPlanner> planner = make_planner(*c.params);
   planner->set_sharing(std::move(s));
   if (!c.segment_reuse) planner->stop_reuse();
   return planner;

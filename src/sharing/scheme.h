@@ -75,16 +75,16 @@ class SharingScheme {
     return false;
   }
   // The request's planner with its per-request state (params checked): a
-  // segment-reuse scheme's own; the exact schemes' plain RequestPlanner.
+  // segment-reuse scheme's own; the exact schemes' plain SeqPlanner.
   // admit() sets its decision (plan_request) on it.
-  virtual std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const {
+  virtual std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const {
     (void)p;
-    return std::make_unique<RequestPlanner>();
+    return std::make_unique<SeqPlanner>();
   }
   // Admits a request: its planner, holding plan_request's decision, with
   // segment reuse off where the context says so. The engine calls this and
   // nothing else per request. c.params must be set.
-  Result<std::unique_ptr<RequestPlanner>> admit(const PlanContext& c) const;
+  Result<std::unique_ptr<SeqPlanner>> admit(const PlanContext& c) const;
   // At server start, once per scheme: fills the server's defaults of the
   // scheme's own parameters (from a profile of the served model the options
   // name), checks them against the model, and declares the KV components

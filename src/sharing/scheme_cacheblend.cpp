@@ -18,10 +18,10 @@ namespace agentkv {
 
 namespace {
 
-class CacheblendPlanner final : public RequestPlanner {
+class CacheblendPlanner final : public SeqPlanner {
  public:
   CacheblendPlanner(double ratio, int32_t check_layer)
-      : RequestPlanner(true), ratio_(ratio), check_layer_(check_layer) {}
+      : SeqPlanner(true), ratio_(ratio), check_layer_(check_layer) {}
 
   void plan_chunk(const ReuseChunk& c, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) override {
     int32_t n_reused = 0;
@@ -74,7 +74,7 @@ class SchemeCacheblend final : public ReuseScheme {
   Status check_params(const KvSharingParams& p) const override {
     return check_reuse_params(name(), {.ratio = true, .check_layer = true}, p);
   }
-  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const override {
     return make_cacheblend_planner(p.ratio.value_or(kCacheblendDefaultRatio),
                                    p.check_layer.value_or(kCacheblendDefaultCheckLayer));
   }
@@ -82,7 +82,7 @@ class SchemeCacheblend final : public ReuseScheme {
 
 }  // namespace
 
-std::unique_ptr<RequestPlanner> make_cacheblend_planner(double ratio, int32_t check_layer) {
+std::unique_ptr<SeqPlanner> make_cacheblend_planner(double ratio, int32_t check_layer) {
   return std::make_unique<CacheblendPlanner>(ratio, check_layer);
 }
 

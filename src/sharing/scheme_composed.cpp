@@ -44,7 +44,7 @@ class SchemeComposed final : public SharingScheme {
   bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
     return exact_->reads_lineage(kind, tag);
   }
-  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const override {
     return reuse_->make_planner(p);
   }
 

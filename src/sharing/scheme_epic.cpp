@@ -10,9 +10,9 @@ namespace agentkv {
 
 namespace {
 
-class EpicPlanner final : public RequestPlanner {
+class EpicPlanner final : public SeqPlanner {
  public:
-  explicit EpicPlanner(int32_t n) : RequestPlanner(true), n_(n) {}
+  explicit EpicPlanner(int32_t n) : SeqPlanner(true), n_(n) {}
   void plan_chunk(const ReuseChunk& c, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) override {
     (void)hooks;
     for (int32_t i = 0; i < c.n; ++i) {
@@ -32,14 +32,14 @@ class SchemeEpic final : public ReuseScheme {
   Status check_params(const KvSharingParams& p) const override {
     return check_reuse_params(name(), {.recompute_tokens = true}, p);
   }
-  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const override {
     return make_epic_planner(p.recompute_tokens.value_or(kEpicDefaultRecomputeTokens));
   }
 };
 
 }  // namespace
 
-std::unique_ptr<RequestPlanner> make_epic_planner(int32_t recompute_tokens) {
+std::unique_ptr<SeqPlanner> make_epic_planner(int32_t recompute_tokens) {
   return std::make_unique<EpicPlanner>(recompute_tokens);
 }
 

@@ -10,9 +10,9 @@ namespace agentkv {
 
 namespace {
 
-class NaivePlanner final : public RequestPlanner {
+class NaivePlanner final : public SeqPlanner {
  public:
-  NaivePlanner() : RequestPlanner(true) {}
+  NaivePlanner() : SeqPlanner(true) {}
   void plan_chunk(const ReuseChunk& c, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) override {
     (void)c, (void)rows, (void)hooks;  // recompute no reused position
   }
@@ -22,7 +22,7 @@ class SchemeNaive final : public ReuseScheme {
  public:
   const char* name() const override { return "naive"; }
   Status check_params(const KvSharingParams& p) const override { return check_reuse_params(name(), {}, p); }
-  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const override {
     (void)p;
     return make_naive_planner();
   }
@@ -30,7 +30,7 @@ class SchemeNaive final : public ReuseScheme {
 
 }  // namespace
 
-std::unique_ptr<RequestPlanner> make_naive_planner() { return std::make_unique<NaivePlanner>(); }
+std::unique_ptr<SeqPlanner> make_naive_planner() { return std::make_unique<NaivePlanner>(); }
 
 const SharingScheme* sharing_scheme_naive_instance() {
   static const SchemeNaive s;

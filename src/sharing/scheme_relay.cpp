@@ -42,9 +42,9 @@ namespace agentkv {
 
 namespace {
 
-class RelayPlanner final : public RequestPlanner {
+class RelayPlanner final : public SeqPlanner {
  public:
-  explicit RelayPlanner(const RelayConfig& c) : RequestPlanner(true), c_(c) {}
+  explicit RelayPlanner(const RelayConfig& c) : SeqPlanner(true), c_(c) {}
   bool captures_state() const override { return true; }
 
   void plan_chunk(const ReuseChunk& c, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) override {
@@ -171,7 +171,7 @@ class SchemeRelay final : public ReuseScheme {
     }
     return Status::ok();
   }
-  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const override {
     RelayConfig c;
     c.l_start = p.l_start.value_or(0);
     c.l_det = p.l_det.value_or(0);
@@ -204,7 +204,7 @@ class SchemeRelay final : public ReuseScheme {
 
 }  // namespace
 
-std::unique_ptr<RequestPlanner> make_relay_planner(const RelayConfig& c) {
+std::unique_ptr<SeqPlanner> make_relay_planner(const RelayConfig& c) {
   return std::make_unique<RelayPlanner>(c);
 }
 

@@ -34,9 +34,9 @@ namespace agentkv {
 
 namespace {
 
-class SparsexPlanner final : public RequestPlanner {
+class SparsexPlanner final : public SeqPlanner {
  public:
-  explicit SparsexPlanner(const SparsexConfig& c) : RequestPlanner(true), c_(c) {}
+  explicit SparsexPlanner(const SparsexConfig& c) : SeqPlanner(true), c_(c) {}
 
   void plan_chunk(const ReuseChunk& c, std::vector<ReuseRow>* rows, std::vector<ReuseHook>* hooks) override {
     const int32_t ov = c_.overflow_blocks * c.block_tokens;
@@ -116,7 +116,7 @@ class SchemeSparsex final : public ReuseScheme {
     return check_reuse_params(name(),
                               {.ratio = true, .boundary_layer = true, .overflow_blocks = true, .tail_tokens = true}, p);
   }
-  std::unique_ptr<RequestPlanner> make_planner(const KvSharingParams& p) const override {
+  std::unique_ptr<SeqPlanner> make_planner(const KvSharingParams& p) const override {
     SparsexConfig c;
     c.boundary_layer = p.boundary_layer.value_or(kSparsexDefaultBoundaryLayer);
     c.ratio = p.ratio.value_or(kSparsexDefaultRatio);
@@ -128,7 +128,7 @@ class SchemeSparsex final : public ReuseScheme {
 
 }  // namespace
 
-std::unique_ptr<RequestPlanner> make_sparsex_planner(const SparsexConfig& c) {
+std::unique_ptr<SeqPlanner> make_sparsex_planner(const SparsexConfig& c) {
   return std::make_unique<SparsexPlanner>(c);
 }
 

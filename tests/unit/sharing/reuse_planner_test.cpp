@@ -292,7 +292,7 @@ TEST(ReusePlanner, CompositionsAreExactPlusReuse) {
     const std::string name(n);
     const size_t plus = name.find('+');
     EXPECT_EQ(sharing_scheme_get(name.substr(plus + 1) + "+" + name.substr(0, plus)), s) << n;
-    std::unique_ptr<RequestPlanner> p = s->make_planner(KvSharingParams{});
+    std::unique_ptr<SeqPlanner> p = s->make_planner(KvSharingParams{});
     ASSERT_NE(p, nullptr) << n;
     EXPECT_EQ(p->captures_state(), name.ends_with("+relay")) << n;
   }

@@ -21,12 +21,12 @@ Adapter make_adapter(AdapterKind kind, std::vector<int32_t> invocation = {}) {
   return a;
 }
 
-std::unique_ptr<RequestPlanner> admit(std::string_view scheme, const Adapter* a,
-                                      const std::vector<int32_t>& prompt, bool segment_reuse = true) {
+std::unique_ptr<SeqPlanner> admit(std::string_view scheme, const Adapter* a,
+                                  const std::vector<int32_t>& prompt, bool segment_reuse = true) {
   const SharingScheme* s = sharing_scheme_get(scheme);
   EXPECT_NE(s, nullptr) << scheme;
   const KvSharingParams params;
-  Result<std::unique_ptr<RequestPlanner>> r = s->admit(PlanContext{a, prompt, &params, 0, segment_reuse});
+  Result<std::unique_ptr<SeqPlanner>> r = s->admit(PlanContext{a, prompt, &params, 0, segment_reuse});
   EXPECT_TRUE(r.is_ok()) << scheme << ": " << r.status().message();
   return r.is_ok() ? std::move(r).value() : nullptr;
 }
@@ -42,10 +42,10 @@ std::vector<std::string> every_name() {
   return v;
 }
 
-TEST(RequestPlanner, EverySchemeAdmitsWithOnePlanner) {
+TEST(SeqPlanner, EverySchemeAdmitsWithOnePlanner) {
   const std::vector<int32_t> prompt = {1, 2, 3, 4};
   for (const std::string& n : every_name()) {
-    std::unique_ptr<RequestPlanner> p = admit(n, nullptr, prompt);
+    std::unique_ptr<SeqPlanner> p = admit(n, nullptr, prompt);
     ASSERT_NE(p, nullptr) << n;
     // aLoRA and ICaRus decide nothing for the base model: none's rules, under none's name.
     EXPECT_EQ(std::string(p->sharing().scheme), n == "alora" || n == "icarus" ? "none" : n);
@@ -56,18 +56,18 @@ TEST(RequestPlanner, EverySchemeAdmitsWithOnePlanner) {
   }
 }
 
-TEST(RequestPlanner, StopReuseMakesTheRestExact) {
-  std::unique_ptr<RequestPlanner> p = admit("sparsex", nullptr, {1, 2, 3});
+TEST(SeqPlanner, StopReuseMakesTheRestExact) {
+  std::unique_ptr<SeqPlanner> p = admit("sparsex", nullptr, {1, 2, 3});
   ASSERT_TRUE(p->reuses_segments());
   p->stop_reuse();
   EXPECT_FALSE(p->reuses_segments());
 }
 
-TEST(RequestPlanner, ComposedTakesTheExactSchemesDecision) {
+TEST(SeqPlanner, ComposedTakesTheExactSchemesDecision) {
   Adapter alora = make_adapter(AdapterKind::kAlora, {7, 8});
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 7, 8, 9};
-  std::unique_ptr<RequestPlanner> alone = admit("alora", &alora, prompt);
-  std::unique_ptr<RequestPlanner> composed = admit("alora+relay", &alora, prompt);
+  std::unique_ptr<SeqPlanner> alone = admit("alora", &alora, prompt);
+  std::unique_ptr<SeqPlanner> composed = admit("alora+relay", &alora, prompt);
   EXPECT_EQ(composed->sharing().weights_from, alone->sharing().weights_from);
   EXPECT_EQ(composed->sharing().lineage_from, alone->sharing().lineage_from);
   EXPECT_TRUE(composed->reuses_segments());
@@ -81,9 +81,9 @@ ExtraKeys own_keys() {
   return k;
 }
 
-TEST(RequestPlanner, CachePolicyOfTheBaseModelIsItsOwnKeys) {
+TEST(SeqPlanner, CachePolicyOfTheBaseModelIsItsOwnKeys) {
   for (const std::string& n : every_name()) {
-    std::unique_ptr<RequestPlanner> p = admit(n, nullptr, {1, 2, 3});
+    std::unique_ptr<SeqPlanner> p = admit(n, nullptr, {1, 2, 3});
     const CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
     EXPECT_EQ(c.base_keys, own_keys()) << n;
     EXPECT_FALSE(c.has_pool()) << n;
@@ -93,11 +93,11 @@ TEST(RequestPlanner, CachePolicyOfTheBaseModelIsItsOwnKeys) {
   }
 }
 
-TEST(RequestPlanner, CachePolicyKeysAloraBlocksByTheInvocation) {
+TEST(SeqPlanner, CachePolicyKeysAloraBlocksByTheInvocation) {
   Adapter alora = make_adapter(AdapterKind::kAlora, {7, 8});
   // The invocation starts at 9: blocks of 4 ending at or before it (two) stay base lineage.
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 8, 9};
-  std::unique_ptr<RequestPlanner> p = admit("alora", &alora, prompt);
+  std::unique_ptr<SeqPlanner> p = admit("alora", &alora, prompt);
   p->set_adapter(&alora);
   ASSERT_EQ(p->sharing().lineage_from, 9);
   const CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
@@ -111,10 +111,10 @@ TEST(RequestPlanner, CachePolicyKeysAloraBlocksByTheInvocation) {
   EXPECT_EQ(p->cache_policy(own_keys(), 4).base_blocks, 0);
 }
 
-TEST(RequestPlanner, CachePolicyOfTheSharedSchemesAndTheLrPool) {
+TEST(SeqPlanner, CachePolicyOfTheSharedSchemesAndTheLrPool) {
   Adapter lora = make_adapter(AdapterKind::kLora);
   lora.v_a_id = std::string("va");
-  std::unique_ptr<RequestPlanner> p = admit("full", &lora, {1, 2, 3});
+  std::unique_ptr<SeqPlanner> p = admit("full", &lora, {1, 2, 3});
   CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
   EXPECT_EQ(c.keys.lineage, "shared:full");
   EXPECT_EQ(c.base_blocks, 0);
@@ -127,9 +127,9 @@ TEST(RequestPlanner, CachePolicyOfTheSharedSchemesAndTheLrPool) {
   EXPECT_EQ(c.pool_keys->tenant, "t");  // the pool is scoped like the K/V
 }
 
-TEST(RequestPlanner, ChunkRowsAreTheSchemesRows) {
+TEST(SeqPlanner, ChunkRowsAreTheSchemesRows) {
   Adapter icarus = make_adapter(AdapterKind::kIcarus);
-  std::unique_ptr<RequestPlanner> p = admit("icarus", &icarus, {1, 2, 3});
+  std::unique_ptr<SeqPlanner> p = admit("icarus", &icarus, {1, 2, 3});
   std::vector<RowSpec> rows;
   p->chunk_rows(0, 3, true, &rows);
   ASSERT_EQ(rows.size(), 4u);  // three encoder rows and the decoder row of the sampled position
