@@ -215,6 +215,7 @@ void ServingEngineImpl::admit(std::unique_ptr<Live> lp) {
   Live* l = lp.get();
   // An agent back from a tool: its turn goes ahead while its blocks are protected.
   l->priority = !l->session_key.empty() && kv_->sessions().contains(l->session_key);
+  // Ids are never reused (next_id_), so the id is new to live_.
   live_.emplace(l->id, std::move(lp));
   if (!remote_lookup(l)) sched_->add(l);
 }

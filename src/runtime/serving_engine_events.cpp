@@ -111,7 +111,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   }
   ev.finish = why;
   ev.prompt_tokens = l.n_prompt;
-  if (SchedRequest* r = sched_->find(id)) ev.cached_tokens = std::max(0, r->n_cached_prompt);
+  ev.cached_tokens = std::max(0, l.n_cached_prompt);  // also for one the scheduler already dropped
   ev.reused_tokens = l.reused_tokens;
   ev.prefill_token_layers = l.prefill_token_layers;
   ev.reuse_rate = reuse_rate(l, ev.cached_tokens);

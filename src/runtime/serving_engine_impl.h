@@ -57,7 +57,8 @@ inline double seconds(Clock::time_point from, Clock::time_point to) {
 // sees its SchedRequest part (tokens, progress, cache keys), the planner
 // (`plan`) holds the scheme's part, and the rest turns its logits into
 // events. Made at submission, owned by the engine (inbox_, then live_) until
-// it finishes; the scheduler holds it by pointer while it is queued or running.
+// it finishes; the scheduler (while it is queued or running) and the remote
+// KV tier's wait list (while its blocks are fetched) hold it by pointer.
 struct Live : SchedRequest {
   ServeSink sink;
   Sampler sampler;
@@ -225,7 +226,8 @@ class ServingEngineImpl final : public ServingEngine {
   // the logits turned into tokens and events.
   void plan_step(const SchedulerOutput& out, StepPlan* plan);
   void after_step(const SchedulerOutput& out, const StepPlan& plan, const StepOutput& so);
-  // Segment reuse for one scheduled chunk of a request with a planner: finds
+  // Segment reuse for one scheduled chunk of a request whose planner reuses
+  // segments (SeqPlanner::reuses_segments): finds
   // the cached segments of its prompt (first chunk), queues the K/V copies
   // of the chunk's reused positions (a source gone since the lookup is
   // recomputed instead), and adds the planner's rows and hooks to the step.
@@ -372,7 +374,7 @@ class ServingEngineImpl final : public ServingEngine {
     ExtraKeys keys;
   };
   struct RemoteWait {
-    SchedRequest* r = nullptr;  // the request (in live_)
+    SchedRequest* r = nullptr;  // the request; valid only while live_ holds its id (a cancel frees it)
     double deadline = 0;
     int32_t from = 0;                 // the blocks asked for start here
     std::vector<uint64_t> hashes;     // of every full block from 0

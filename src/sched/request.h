@@ -42,7 +42,7 @@ struct SchedRequest {
   int32_t kv_hit_tokens = 0;
   // Work in token rows (token-layers / layers, rounded up) beyond the
   // request's tokens, set by the engine (a whole-prompt selection,
-  // ReusePlanner::whole_prompt_layer; the scheduler knows no scheme):
+  // SeqPlanner::whole_prompt_layer; the scheduler knows no scheme):
   // - prompt_end_work: what the chunk that completes the prompt carries
   //   besides its tokens (earlier chunks' positions at the selection layer);
   // - pending_work: rows of tokens already scheduled that still wait to run

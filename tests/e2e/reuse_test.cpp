@@ -191,7 +191,7 @@ TEST_F(Reuse, SchemesRunAndReportReuse) {
 }
 
 // sparsex and cacheblend select once over the whole prompt however the
-// scheduler chunks it (ReusePlanner::whole_prompt_layer): in chunks of
+// scheduler chunks it (SeqPlanner::whole_prompt_layer): in chunks of
 // `budget` tokens, the earlier chunks run up to the selection layer and
 // wait; the last one plans every position. Its rows exceed the budget here,
 // so they stop above the selection and the kept ones run in later steps.
