@@ -111,7 +111,6 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   // The request's one state, made here and handed to the engine thread.
   auto l = std::make_unique<Live>(std::move(sink), req, *tokenizer_, Clock::now());
   l->adapter = std::move(adapter);
-  plan->set_adapter(l->adapter.get());
   ExtraKeys own;
   own.tenant = req.tenant;
   own.cache_salt = req.cache_salt;
@@ -308,9 +307,7 @@ void ServingEngineImpl::plan_step(const SchedulerOutput& out, StepPlan* plan) {
   Step& step = plan->step;
   for (const ScheduledSeq& s : out.seqs) {
     SchedRequest* r = s.req;
-    auto it = live_.find(r->id);
-    if (it == live_.end()) continue;  // cannot happen: finished requests leave the scheduler
-    Live& l = *it->second;
+    Live& l = static_cast<Live&>(*r);  // the engine's scheduler holds only its Lives
     mark_scheduled(r->id, l);
     // The scheme decides each row's weights, KV write and logits; the
     // runner only sees adapters and slots.

@@ -36,7 +36,8 @@ inline constexpr int32_t kNever = std::numeric_limits<int32_t>::max();
 struct SeqSharing {
   const char* scheme =
       "none";  // the scheme that decided (a scheme falls back to none's rules for other kinds)
-  const Adapter* adapter = nullptr;  // nullptr: the base model
+  const Adapter* adapter =
+      nullptr;  // nullptr: the base model; the engine keeps it alive while the request is
   // Tokens at index >= weights_from run with the adapter's weights in the
   // rows that write KV; earlier ones with the base weights. kNever: all base.
   int32_t weights_from = kNever;
@@ -95,8 +96,6 @@ class SeqPlanner {
   // What the scheme decided at admission (SharingScheme::admit sets it).
   const SeqSharing& sharing() const { return sharing_; }
   void set_sharing(SeqSharing s) { sharing_ = std::move(s); }
-  // The engine's copy of the adapter, alive while the request is.
-  void set_adapter(const Adapter* a) { sharing_.adapter = a; }
 
   // How the request's blocks are keyed, from its own keys (tenant, salt) and
   // the KV block size: the adapter's lineage past lineage_from, a shared

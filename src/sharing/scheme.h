@@ -3,7 +3,7 @@
 // (sharing/planner.h), which answers every question the engine asks of it:
 // which lineage its KV blocks get (so what it may share), which of its
 // tokens run with the adapter's weights, which rows each chunk carries.
-// Schemes know nothing of kernels or blocks.
+// Schemes know nothing of kernels, and of KV blocks only their size.
 #pragma once
 
 #include <cstdint>
@@ -82,8 +82,8 @@ class SharingScheme {
     return std::make_unique<SeqPlanner>();
   }
   // Admits a request: its planner, holding plan_request's decision, with
-  // segment reuse off where the context says so. The engine calls this and
-  // nothing else per request. c.params must be set.
+  // segment reuse off where the context says so. After the parameter
+  // checks, the engine's only per-request call. c.params must be set.
   Result<std::unique_ptr<SeqPlanner>> admit(const PlanContext& c) const;
   // At server start, once per scheme: fills the server's defaults of the
   // scheme's own parameters (from a profile of the served model the options

@@ -1,25 +1,18 @@
 // The lineage and weight rules of the exact schemes (DESIGN.md §2), on
 // in-memory adapters: no weights are needed to decide who shares what.
+#include "sharing/scheme.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "sharing/scheme.h"
+#include "unit/sharing/test_adapter.h"
 
 namespace agentkv {
 namespace {
 
-Adapter make_adapter(AdapterKind kind, std::vector<int32_t> invocation = {}) {
-  Adapter a;
-  // From std::string, not a literal: g++ 12 warns falsely (-Wrestrict) on
-  // assigning short literals to members of an inlined Adapter.
-  a.name = std::string("x");
-  a.id = std::string("id-x");
-  a.kind = kind;
-  a.invocation_tokens = std::move(invocation);
-  return a;
-}
+using test_support::make_adapter;
 
 SeqSharing plan(const char* scheme, const Adapter* a, const std::vector<int32_t>& prompt) {
   const SharingScheme* s = sharing_scheme_get(scheme);

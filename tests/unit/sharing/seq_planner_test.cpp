@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "sharing/scheme.h"
+#include "unit/sharing/test_adapter.h"
 
 namespace agentkv {
 namespace {
 
-Adapter make_adapter(AdapterKind kind, std::vector<int32_t> invocation = {}) {
-  Adapter a;
-  a.name = std::string("x");
-  a.id = std::string("id-x");
-  a.kind = kind;
-  a.invocation_tokens = std::move(invocation);
-  return a;
-}
+using test_support::make_adapter;
 
 std::unique_ptr<SeqPlanner> admit(std::string_view scheme, const Adapter* a,
                                   const std::vector<int32_t>& prompt, bool segment_reuse = true) {
@@ -98,7 +92,6 @@ TEST(SeqPlanner, CachePolicyKeysAloraBlocksByTheInvocation) {
   // The invocation starts at 9: blocks of 4 ending at or before it (two) stay base lineage.
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 1, 2, 3, 7, 8, 9};
   std::unique_ptr<SeqPlanner> p = admit("alora", &alora, prompt);
-  p->set_adapter(&alora);
   ASSERT_EQ(p->sharing().lineage_from, 9);
   const CacheKeyPolicy c = p->cache_policy(own_keys(), 4);
   EXPECT_EQ(c.base_blocks, 2);
