@@ -80,8 +80,9 @@ struct ServeRequest {
   // chunk before stops at this index); exercises the KV cache path. -1: off.
   int32_t one_per_step_from = -1;
   // Idle priority (the server's fidelity audit; not on the HTTP API): the
-  // request is admitted only when no other request waits, takes at most
-  // ServingOptions::background_rows of a step while others run, and is the
+  // request is admitted only when no other request waits (or, with
+  // ServingOptions::background_reserve, one at a time), takes at most
+  // max(background_rows, background_reserve) of a step while others run, and is the
   // first to go when the KV pool runs short: it then ends with kError and
   // an error that starts with "dropped". Its tokens count in no stats.
   bool background = false;
@@ -169,6 +170,10 @@ struct ServingOptions {
   int32_t max_batch_tokens = 512;     // token rows per step (chunked prefill)
   int32_t max_running = 64;           // sequences in one step
   int32_t background_rows = 32;       // rows per step background requests may take while others run
+  // Rows per step held back from user requests while background work waits
+  // or runs, so that it runs under saturation too (one background request at
+  // a time then, beside max_running); 0: it runs only in what the load leaves.
+  int32_t background_reserve = 0;
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;
   std::string kv_sharing = "none";    // default scheme: a name sharing_scheme_find() knows

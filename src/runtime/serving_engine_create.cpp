@@ -15,6 +15,11 @@ Status ServingEngineImpl::check_options(const ServingOptions& opts) {
   if (opts.max_batch_tokens < 1)
     return make_error(ErrorCode::kInvalidArgument, "--max-batch-tokens must be >= 1");
   if (opts.max_running < 1) return make_error(ErrorCode::kInvalidArgument, "--max-running must be >= 1");
+  if (opts.background_reserve < 0 || opts.background_reserve >= opts.max_batch_tokens) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--background-reserve must be >= 0 and below --max-batch-tokens (" +
+                          std::to_string(opts.max_batch_tokens) + ")");
+  }
   if (opts.max_queue < 0) return make_error(ErrorCode::kInvalidArgument, "--max-queue must be >= 0");
   if (opts.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "--max-model-len must be >= 0");
   if (opts.kv_cache_mb < 1) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb must be >= 1");
@@ -123,6 +128,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   sc.max_running = opts.max_running;
   sc.prefix_caching = opts.prefix_caching;
   sc.background_rows = opts.background_rows;
+  sc.background_reserve = opts.background_reserve;
   if (!opts.session_priority) sc.priority_streak = 0;
   e->sched_ = std::make_unique<Scheduler>(e->kv_.get(), sc, e->lr_kv_.get());
   for (const ServingOptions::AdapterSpec& a : opts.adapters) {

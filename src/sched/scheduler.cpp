@@ -185,13 +185,23 @@ bool Scheduler::schedule_running(bool background, int32_t* budget, SchedulerOutp
   return true;
 }
 
+int32_t Scheduler::n_background_running() const {
+  return static_cast<int32_t>(
+      std::count_if(running_.begin(), running_.end(), [](const SchedRequest* r) { return r->background; }));
+}
+
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
-  int32_t budget = cfg_.max_batch_tokens;
+  const int32_t n_bg = n_background_running();
+  // Rows held back for background work while there is some.
+  const int32_t reserve =
+      idle_.empty() && n_bg == 0 ? 0 : std::clamp(cfg_.background_reserve, 0, cfg_.max_batch_tokens - 1);
+  int32_t budget = cfg_.max_batch_tokens - reserve;
   schedule_running(/*background=*/false, &budget, &out);
-  // As vLLM: no admissions in a step that had to preempt.
+  // As vLLM: no admissions in a step that had to preempt. Background
+  // requests do not count against max_running.
   while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         static_cast<int32_t>(running_.size()) < cfg_.max_running) {
+         n_running() - n_background_running() < cfg_.max_running) {
     const size_t n_aborted = out.aborted.size();
     pick_next();
     SchedRequest* const next = waiting_.front();
@@ -212,14 +222,20 @@ SchedulerOutput Scheduler::schedule() {
       drop(bg, &out);
     }
   }
-  // Background requests: what the others left of the step, at most
-  // background_rows of it while any of them is active.
+  // Background requests: the reserve, plus what the others left of the
+  // step, at most max(background_rows, reserve) while any of them is active.
   bool others = !waiting_.empty();
   for (const SchedRequest* r : running_) others |= !r->background;
-  int32_t rest = others ? std::min(budget, std::max(0, cfg_.background_rows)) : budget;
+  int32_t rest = others ? std::max(reserve, std::min(budget + reserve, std::max(0, cfg_.background_rows)))
+                        : budget + reserve;
   if (!schedule_running(/*background=*/true, &rest, &out)) return out;
-  while (out.preempted.empty() && out.dropped.empty() && waiting_.empty() && !idle_.empty() && rest > 0 &&
-         static_cast<int32_t>(running_.size()) < cfg_.max_running) {
+  // Admitted when no other request waits and a queue slot is free; with a
+  // reserve, one at a time whatever waits.
+  const auto may_admit = [&] {
+    if (reserve > 0 && n_background_running() == 0) return true;
+    return waiting_.empty() && n_running() < cfg_.max_running;
+  };
+  while (out.preempted.empty() && out.dropped.empty() && !idle_.empty() && rest > 0 && may_admit()) {
     const size_t n_aborted = out.aborted.size();
     const int32_t n = admit(idle_, rest, &out);
     if (n > 0) {

@@ -9,8 +9,9 @@
 // queue with all its tokens, to be recomputed later. Nothing is dropped,
 // except background requests (SchedRequest::background): they wait in a
 // queue of their own, run on what the others leave of a step (at most
-// background_rows of it while any other request is active), and are the
-// first to give their blocks back, by being dropped.
+// background_rows of it while any other request is active) plus the rows
+// held back for them (background_reserve), and are the first to give their
+// blocks back, by being dropped.
 //
 // Single-threaded: the engine thread owns it.
 #pragma once
@@ -33,6 +34,12 @@ struct SchedulerConfig {
   // Token rows per step that background requests may take while any other
   // request runs or waits (all of what is left when none does).
   int32_t background_rows = 32;
+  // Token rows per step held back from the other requests for background
+  // work, whenever some exists, so that it runs under a load that never
+  // leaves rows (or a queue slot) over. With it > 0 one background request
+  // is admitted while others wait, beside max_running; 0: background work
+  // runs only in what the load leaves. Clamped to max_batch_tokens - 1.
+  int32_t background_reserve = 0;
   // SchedRequest::priority requests admitted in a row while another waits,
   // before that one goes (so the others are delayed, never starved); 0:
   // priority is ignored (FCFS).
@@ -105,6 +112,7 @@ class Scheduler {
   int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }  // background ones apart
   int32_t n_background_waiting() const { return static_cast<int32_t>(idle_.size()); }
   int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t n_background_running() const;
   bool has_work() const { return !waiting_.empty() || !idle_.empty() || !running_.empty(); }
   int64_t n_dropped() const { return n_dropped_; }
   int64_t n_preemptions() const { return n_preemptions_; }

@@ -443,6 +443,56 @@ TEST(SchedulerBackground, WaitsBehindEveryForegroundRequest) {
   EXPECT_EQ(rows_of(step(s), 9), 8);
 }
 
+// With a reserve, background work runs under a load that leaves no rows and
+// no queue slot: the reserve is held back from the others only while
+// background work exists, and one background request is admitted beside
+// max_running although foreground requests wait.
+TEST(SchedulerBackground, AReserveRunsItUnderSaturation) {
+  KvManager kv(256, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/32, /*max_running=*/2, true};
+  cfg.background_rows = 0;
+  cfg.background_reserve = 4;
+  Scheduler s(&kv, cfg);
+  s.add(make_req(1, iota_tokens(36, 100)));
+  for (RequestId id = 2; id <= 3; ++id) s.add(make_req(id, iota_tokens(200, 1000 * id)));
+  SchedulerOutput out = step(s);  // no background work: nothing held back
+  EXPECT_EQ(rows_of(out, 1), 32);
+  s.add(background_req(9, iota_tokens(10, 900)));
+  s.add(background_req(8, iota_tokens(10, 800)));
+  out = step(s);  // foreground requests wait: still 9 is admitted, on the reserve
+  EXPECT_GE(s.n_waiting(), 1);
+  EXPECT_EQ(rows_of(out, 1) + rows_of(out, 2), 28);
+  EXPECT_EQ(rows_of(out, 9), 4);
+  EXPECT_EQ(rows_of(out, 8), 0);  // one background request at a time
+  EXPECT_EQ(s.n_background_running(), 1);
+  out = step(s);
+  EXPECT_EQ(rows_of(out, 9), 4);
+  out = step(s);  // 9's last 2 rows; the rest of the reserve goes unused
+  EXPECT_EQ(rows_of(out, 9), 2);
+  s.finish(9);
+  out = step(s);  // 8's turn, on the reserve
+  EXPECT_EQ(rows_of(out, 8), 4);
+  s.finish(8);
+  out = step(s);  // no background work left: the whole step is the others'
+  EXPECT_EQ(rows_of(out, 8), 0);
+  int32_t fg = 0;
+  for (RequestId id = 1; id <= 3; ++id) fg += rows_of(out, id);
+  EXPECT_EQ(fg, 32);
+}
+
+// Without a reserve (the default) the same load leaves background work no
+// row: it waits for the queue to empty.
+TEST(SchedulerBackground, WithoutAReserveSaturationStarvesIt) {
+  KvManager kv(256, kBs);
+  SchedulerConfig cfg{/*max_batch_tokens=*/32, /*max_running=*/2, true};
+  cfg.background_rows = 0;
+  Scheduler s(&kv, cfg);
+  for (RequestId id = 1; id <= 3; ++id) s.add(make_req(id, iota_tokens(60, 100 * id)));
+  s.add(background_req(9, iota_tokens(10, 900)));
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(rows_of(step(s), 9), 0) << i;
+  EXPECT_EQ(s.n_background_waiting(), 1);
+}
+
 // Under pool pressure a background request is dropped (not requeued) before
 // any foreground request is preempted, and never takes a foreground
 // request's blocks: it drops itself instead.
