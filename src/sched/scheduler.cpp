@@ -96,10 +96,13 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
     if (allocate_to(r, end)) return true;
     // Out of blocks: the latest admitted background request is dropped, else
     // the latest admitted request gives its blocks back (a background
-    // request never takes a foreground one's).
+    // request never takes a foreground one's). Under a reserve a background
+    // request keeps its blocks against foreground ones: the latest admitted
+    // foreground request goes.
+    const bool spare_background = reserve_active_ && !r->background;
     SchedRequest* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend() && victim == nullptr; ++it) {
-      if ((*it)->background) victim = *it;
+      if ((*it)->background != spare_background) victim = *it;
     }
     if (victim == nullptr) victim = r->background ? r : running_.back();
     const bool self = victim == r;
@@ -196,6 +199,7 @@ SchedulerOutput Scheduler::schedule() {
   // Rows held back for background work while there is some.
   const int32_t reserve =
       idle_.empty() && n_bg == 0 ? 0 : std::clamp(cfg_.background_reserve, 0, cfg_.max_batch_tokens - 1);
+  reserve_active_ = reserve > 0;
   int32_t budget = cfg_.max_batch_tokens - reserve;
   schedule_running(/*background=*/false, &budget, &out);
   // As vLLM: no admissions in a step that had to preempt. Background
@@ -213,7 +217,9 @@ SchedulerOutput Scheduler::schedule() {
       streak_ = next->priority && others_wait ? streak_ + 1 : 0;
     } else if (out.aborted.size() == n_aborted) {
       // No room: a background request gives its blocks first, else wait
-      // until something finishes.
+      // until something finishes. With a reserve its blocks are reserved
+      // too: admissions wait for them.
+      if (reserve > 0) break;
       SchedRequest* bg = nullptr;
       for (auto it = running_.rbegin(); it != running_.rend() && bg == nullptr; ++it) {
         if ((*it)->background) bg = *it;

@@ -36,9 +36,12 @@ struct SchedulerConfig {
   int32_t background_rows = 32;
   // Token rows per step held back from the other requests for background
   // work, whenever some exists, so that it runs under a load that never
-  // leaves rows (or a queue slot) over. With it > 0 one background request
-  // is admitted while others wait, beside max_running; 0: background work
-  // runs only in what the load leaves. Clamped to max_batch_tokens - 1.
+  // leaves rows (or a queue slot, or blocks) over. With it > 0 one
+  // background request is admitted while others wait, beside max_running;
+  // admissions do not take its blocks, and a running request short of
+  // blocks takes the latest admitted request's, background or not (instead
+  // of the background one's first). 0: background work runs only in what
+  // the load leaves. Clamped to max_batch_tokens - 1.
   int32_t background_reserve = 0;
   // SchedRequest::priority requests admitted in a row while another waits,
   // before that one goes (so the others are delayed, never starved); 0:
@@ -150,7 +153,9 @@ class Scheduler {
   int64_t n_preemptions_ = 0;
   int64_t n_dropped_ = 0;
   int64_t n_hit_tokens_ = 0;
-  int32_t streak_ = 0;  // priority admissions in a row while another request waited
+  int32_t streak_ = 0;
+  bool reserve_active_ = false;  // this step holds rows back for background work  // priority admissions in a
+                                 // row while another request waited
 };
 
 }  // namespace agentkv

@@ -480,6 +480,34 @@ TEST(SchedulerBackground, AReserveRunsItUnderSaturation) {
   EXPECT_EQ(fg, 32);
 }
 
+// Short of blocks, a foreground request takes the background request's
+// blocks first without a reserve; with one, the latest admitted foreground
+// request gives way instead (here the request itself), and the background
+// request keeps running.
+TEST(SchedulerBackground, AReserveKeepsItsBlocksAgainstForegroundGrowth) {
+  for (const int32_t reserve : {0, 4}) {
+    KvManager kv(8, kBs);  // 32 tokens
+    SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
+    cfg.background_reserve = reserve;
+    Scheduler s(&kv, cfg);
+    s.add(make_req(1, iota_tokens(8, 100)));
+    s.add(make_req(2, iota_tokens(8, 200)));
+    s.add(background_req(9, iota_tokens(12, 900)));
+    SchedulerOutput out = step(s);  // 2 + 2 + 3 blocks, all prompts done
+    ASSERT_EQ(rows_of(out, 9), 12) << reserve;
+    out = step(s);  // 1 takes the last free block; 2 finds none
+    if (reserve == 0) {
+      EXPECT_EQ(out.dropped, (std::vector<RequestId>{9}));
+      EXPECT_TRUE(out.preempted.empty());
+      EXPECT_EQ(s.find(9), nullptr);
+    } else {
+      EXPECT_TRUE(out.dropped.empty());
+      EXPECT_EQ(out.preempted, (std::vector<RequestId>{2}));
+      EXPECT_EQ(rows_of(out, 9), 1);  // still decoding
+    }
+  }
+}
+
 // Without a reserve (the default) the same load leaves background work no
 // row: it waits for the queue to empty.
 TEST(SchedulerBackground, WithoutAReserveSaturationStarvesIt) {
