@@ -15,6 +15,18 @@ Status KvComponentRegistry::declare(const ComponentDecl& d) {
   return Status::ok();
 }
 
+Status KvComponentRegistry::declare_pool(const PoolDecl& d) {
+  if (d.width < 1 || d.blocks_per_kv_block < 1) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "a pooled KV component needs a width and a block count >= 1");
+  }
+  if (pool_ && (pool_->width != d.width || pool_->blocks_per_kv_block != d.blocks_per_kv_block)) {
+    return make_error(ErrorCode::kInvalidArgument, "the LR pool is declared twice with different sizes");
+  }
+  pool_ = d;
+  return Status::ok();
+}
+
 int64_t KvComponentRegistry::bytes_per_block(int32_t block_size) const {
   int64_t n = 0;
   for (const std::optional<ComponentDecl>& d : decls_) {

@@ -39,6 +39,16 @@ struct ComponentDecl {
   bool every_request = false;
 };
 
+// A component with blocks of its own: the LR cache (LRAgent), whose rows
+// have their own lineage, so its own KvManager over a pool of
+// blocks_per_kv_block blocks per K/V block of the budget. Each block is
+// [n_layers][block_size][width] values in the KV element type
+// (kv/lr_storage.h).
+struct PoolDecl {
+  int32_t width = 0;  // values per token and layer: the largest v_proj rank held
+  int32_t blocks_per_kv_block = 0;
+};
+
 class KvComponentRegistry {
  public:
   // kInvalidArgument for a width < 1, a hidden state without a layer > 0, or
@@ -47,7 +57,13 @@ class KvComponentRegistry {
   bool declared(ComponentRole r) const { return decls_[index(r)].has_value(); }
   // The declaration of `r`; nullopt when none declared it.
   const std::optional<ComponentDecl>& decl(ComponentRole r) const { return decls_[index(r)]; }
-  // Bytes one KV block of `block_size` slots adds in all declared components.
+  // The LR pool. Declared again with the same fields is no error (two
+  // schemes use it); with other fields, or non-positive ones,
+  // kInvalidArgument.
+  Status declare_pool(const PoolDecl& d);
+  const std::optional<PoolDecl>& pool() const { return pool_; }
+  // Bytes one KV block of `block_size` slots adds in all declared slot
+  // components (the pool's bytes are its own: PoolDecl).
   int64_t bytes_per_block(int32_t block_size) const;
   // Creates every declared component for a pool of n_blocks blocks.
   Status create_all(int64_t n_blocks, int32_t block_size);
@@ -59,6 +75,7 @@ class KvComponentRegistry {
   static size_t index(ComponentRole r) { return static_cast<size_t>(r); }
   std::array<std::optional<ComponentDecl>, kComponentRoles> decls_;
   std::array<std::unique_ptr<KvComponent>, kComponentRoles> made_;
+  std::optional<PoolDecl> pool_;
 };
 
 }  // namespace agentkv

@@ -89,11 +89,13 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
       return make_error(ErrorCode::kInvalidArgument, "kv_sharing '", sharing.scheme,
                         "' needs the LR cache, and this server has none; start it with --lr-cache-rank > 0");
     }
+    const int32_t width = lr_storage_->geometry().width;
     for (const LoraLayer& ly : adapter->layers) {
-      if (ly.at(LoraTarget::kV).rank > opts_.lr_cache_rank) {
+      if (ly.at(LoraTarget::kV).rank > width) {
         return make_error(ErrorCode::kInvalidArgument, "adapter '", adapter->name, "' has v_proj rank ",
-                          ly.at(LoraTarget::kV).rank, ", above the LR cache's ", opts_.lr_cache_rank,
-                          "; restart the server with --lr-cache-rank ", ly.at(LoraTarget::kV).rank, " or more");
+                          ly.at(LoraTarget::kV).rank, ", above the LR cache's ", width,
+                          "; restart the server with --lr-cache-rank ", ly.at(LoraTarget::kV).rank,
+                          " or more");
       }
     }
   }

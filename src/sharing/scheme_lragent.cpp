@@ -16,6 +16,7 @@
 //
 // LoRA on k_proj is refused (paper App. D.1 would rebuild K before RoPE):
 // the shared base K is the one thing every agent reads unchanged.
+#include "agentkv/serving.h"
 #include "sharing/scheme.h"
 
 namespace agentkv {
@@ -48,6 +49,18 @@ Result<SeqSharing> lragent_plan(const char* scheme, const PlanContext& c, bool s
   return s;
 }
 
+// The LR cache's pool, at --lr-cache-rank (0: none, and the LR schemes then
+// refuse adapters with a v_proj LoRA at admission). Both schemes declare the
+// same pool: one LR cache serves them.
+Status declare_lr_pool(const ServerSchemeContext& c, KvComponentRegistry* components) {
+  const int32_t rank = c.opts->lr_cache_rank;
+  if (rank < 0 || rank > 1024) {
+    return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
+  }
+  if (rank == 0) return Status::ok();
+  return components->declare_pool(PoolDecl{rank, kLrBlocksPerKvBlock});
+}
+
 class SchemeLragentBase final : public SharingScheme {
  public:
   const char* name() const override { return "lragent-base"; }
@@ -59,6 +72,11 @@ class SchemeLragentBase final : public SharingScheme {
   }
   bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
     return tag == "lragent" && shared_kv_reader(kind);
+  }
+  Status configure_server(const ServerSchemeContext& c, KvSharingParams* defaults,
+                          KvComponentRegistry* components) const override {
+    (void)defaults;
+    return declare_lr_pool(c, components);
   }
 };
 
@@ -73,6 +91,11 @@ class SchemeLragentBaseLr final : public SharingScheme {
   }
   bool reads_lineage(std::optional<AdapterKind> kind, std::string_view tag) const override {
     return tag == "lragent" && shared_kv_reader(kind);
+  }
+  Status configure_server(const ServerSchemeContext& c, KvSharingParams* defaults,
+                          KvComponentRegistry* components) const override {
+    (void)defaults;
+    return declare_lr_pool(c, components);
   }
 };
 

@@ -60,7 +60,7 @@ class Lragent : public ::testing::Test {
     AGENTKV_REQUIRE(!std::filesystem::exists(model_path()), "model not found: " << model_path());
   }
 
-  static std::unique_ptr<ServingEngine> make(bool flash_lora = true, std::vector<int32_t> critical = {}) {
+  static ServingOptions options(bool flash_lora = true, std::vector<int32_t> critical = {}) {
     ServingOptions o;
     if (!critical.empty()) o.kv_sharing_params.critical_layers = std::move(critical);
     o.model_path = model_path();
@@ -85,6 +85,14 @@ class Lragent : public ::testing::Test {
     o.flash_lora = flash_lora;
     for (const char* n : {"plan", "action", "reflect", "kproj"})
       o.adapters.push_back({n, (dir_ / n).string(), ""});
+    return o;
+  }
+
+  static std::unique_ptr<ServingEngine> make(bool flash_lora = true, std::vector<int32_t> critical = {}) {
+    return make_from(options(flash_lora, std::move(critical)));
+  }
+
+  static std::unique_ptr<ServingEngine> make_from(const ServingOptions& o) {
     auto e = create_serving_engine(o);
     EXPECT_TRUE(e.is_ok()) << e.status().message();
     return e.is_ok() ? std::move(e).value() : nullptr;
@@ -299,6 +307,31 @@ TEST_F(Lragent, BadRequestsAreClearErrors) {
   EXPECT_NE(r.error.find("takes no parameters"), std::string::npos) << r.error;
   // The engine goes on serving.
   EXPECT_TRUE(ask(*eng, prompt, "plan", "lragent-baselr").error.empty());
+}
+
+// The LR pool is what the LR schemes declare from --lr-cache-rank: none at
+// 0, a width of the rank otherwise, and an out-of-range rank stops the
+// server at start.
+TEST_F(Lragent, TheLrPoolIsTheSchemesDeclaration) {
+  const std::vector<int32_t> prompt = doc(7, 40);
+  ServingOptions o = options();
+  o.lr_cache_rank = 0;
+  auto none = make_from(o);
+  ASSERT_NE(none, nullptr);
+  const Run no_pool = ask(*none, prompt, "plan", "lragent-base");
+  EXPECT_NE(no_pool.error.find("needs the LR cache"), std::string::npos) << no_pool.error;
+  EXPECT_TRUE(ask(*none, prompt, "plan", "full").error.empty());  // the other schemes serve
+  EXPECT_EQ(none->stats().lr_bytes_per_block, 0);
+  o.lr_cache_rank = 1;  // below the adapters' v_proj rank
+  auto narrow = make_from(o);
+  ASSERT_NE(narrow, nullptr);
+  const Run too_wide = ask(*narrow, prompt, "plan", "lragent-baselr");
+  EXPECT_NE(too_wide.error.find("above the LR cache's 1"), std::string::npos) << too_wide.error;
+  EXPECT_GT(narrow->stats().lr_bytes_per_block, 0);
+  o.lr_cache_rank = 2000;
+  auto bad = create_serving_engine(o);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("--lr-cache-rank"), std::string::npos) << bad.status().message();
 }
 
 }  // namespace

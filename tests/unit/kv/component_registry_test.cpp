@@ -38,5 +38,22 @@ TEST(KvComponentRegistry, RefusesBadDeclarations) {
   EXPECT_EQ(r.bytes_per_block(2), 2 * 8);                                  // the refused ones count nothing
 }
 
+// The LR pool: declared by both LR schemes with the same size, refused with
+// another; it adds nothing to the per-slot components' bytes.
+TEST(KvComponentRegistry, ThePoolIsDeclaredOnceInSize) {
+  KvComponentRegistry r;
+  EXPECT_FALSE(r.pool().has_value());
+  EXPECT_FALSE(r.declare_pool({0, 3}).is_ok());  // no width
+  EXPECT_FALSE(r.declare_pool({8, 0}).is_ok());  // no blocks
+  EXPECT_FALSE(r.pool().has_value());
+  ASSERT_TRUE(r.declare_pool({8, 3}).is_ok());
+  ASSERT_TRUE(r.declare_pool({8, 3}).is_ok());    // the second LR scheme
+  EXPECT_FALSE(r.declare_pool({16, 3}).is_ok());  // another size
+  ASSERT_TRUE(r.pool().has_value());
+  EXPECT_EQ(r.pool()->width, 8);
+  EXPECT_EQ(r.pool()->blocks_per_kv_block, 3);
+  EXPECT_EQ(r.bytes_per_block(16), 0);
+}
+
 }  // namespace
 }  // namespace agentkv
