@@ -15,11 +15,8 @@ Status ServingEngineImpl::check_options(const ServingOptions& opts) {
   if (opts.max_batch_tokens < 1)
     return make_error(ErrorCode::kInvalidArgument, "--max-batch-tokens must be >= 1");
   if (opts.max_running < 1) return make_error(ErrorCode::kInvalidArgument, "--max-running must be >= 1");
-  if (opts.background_reserve < 0 || opts.background_reserve >= opts.max_batch_tokens) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--background-reserve must be >= 0 and below --max-batch-tokens (" +
-                          std::to_string(opts.max_batch_tokens) + ")");
-  }
+  if (opts.background_reserve < 0)
+    return make_error(ErrorCode::kInvalidArgument, "--background-reserve must be >= 0");
   if (opts.max_queue < 0) return make_error(ErrorCode::kInvalidArgument, "--max-queue must be >= 0");
   if (opts.max_model_len < 0) return make_error(ErrorCode::kInvalidArgument, "--max-model-len must be >= 0");
   if (opts.kv_cache_mb < 1) return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb must be >= 1");
@@ -47,12 +44,11 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
   const ModelSpec& s = model_->spec;
   KvGeometry g{s.n_layers, s.n_kv_heads, s.head_dim, opts_.block_size, kv_dtype};
   // Per block: K/V, plus what the schemes' KV components keep beside it.
+  // A pooled component (the LR cache) adds its blocks' share.
   const int64_t component_bytes = components_.bytes_per_block(opts_.block_size);
-  if (opts_.lr_cache_rank < 0 || opts_.lr_cache_rank > 1024) {
-    return make_error(ErrorCode::kInvalidArgument, "--lr-cache-rank must be in [0, 1024]");
-  }
-  const LrGeometry lg{s.n_layers, opts_.block_size, opts_.lr_cache_rank, kv_dtype};
-  const int64_t lr_bytes = opts_.lr_cache_rank > 0 ? kLrBlocksPerKvBlock * lg.block_bytes() : 0;
+  const std::optional<PoolDecl>& pool = components_.pool();
+  const LrGeometry lg{s.n_layers, opts_.block_size, pool ? pool->width : 0, kv_dtype};
+  const int64_t lr_bytes = pool ? pool->blocks_per_kv_block * lg.block_bytes() : 0;
   const int64_t block_bytes = g.block_bytes() + component_bytes + lr_bytes;
   const int64_t n_blocks = opts_.kv_cache_tokens > 0
                                ? (opts_.kv_cache_tokens + opts_.block_size - 1) / opts_.block_size
@@ -71,8 +67,8 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
   owner_hidden_ = components_.get(ComponentRole::kOwnerHidden);
   influence_ = components_.get(ComponentRole::kCaptureInfluence);
   hidden_ = components_.get(ComponentRole::kCaptureHidden);
-  if (opts_.lr_cache_rank > 0) {
-    const int64_t n_lr = n_blocks * kLrBlocksPerKvBlock;
+  if (pool) {
+    const int64_t n_lr = n_blocks * pool->blocks_per_kv_block;
     if (n_lr > (int64_t{1} << 30))
       return make_error(ErrorCode::kInvalidArgument, "--kv-cache-mb is too large");
     AKV_ASSIGN_OR_RETURN(LrStorage lr, LrStorage::create(lg, n_lr));
@@ -87,7 +83,7 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
   if (lr_kv_) lr_kv_->sessions().set_share(opts_.session_share);
   defer_ = std::make_unique<KvScratch>(kv_.get(), storage_.get(), s.d_model);
   stats_.kv_bytes_per_block = block_bytes - lr_bytes;
-  stats_.lr_bytes_per_block = opts_.lr_cache_rank > 0 ? lg.block_bytes() : 0;
+  stats_.lr_bytes_per_block = pool ? lg.block_bytes() : 0;
   return Status::ok();
 }
 

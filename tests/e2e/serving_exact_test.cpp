@@ -31,9 +31,11 @@ class ServingExact : public ::testing::Test {
     AGENTKV_REQUIRE(!std::filesystem::exists(model_path()), "model not found: " << model_path());
   }
   std::unique_ptr<ServingEngine> make(bool prefix_caching, int32_t kv_mb = 64, int32_t budget = 256,
-                                      int32_t max_running = 64, const char* act_quant = "f32") {
+                                      int32_t max_running = 64, const char* act_quant = "f32",
+                                      int32_t background_reserve = ServingOptions{}.background_reserve) {
     ServingOptions o;
     o.act_quant = act_quant;
+    o.background_reserve = background_reserve;
     o.model_path = model_path();
     o.n_threads = 2;
     o.kv_cache_mb = kv_mb;
@@ -297,39 +299,49 @@ TEST_F(ServingExact, BackgroundRequestIsExactAndGivesWayUnderPressure) {
   EXPECT_EQ(eng->stats().per_model.at("").requests, 3);  // the background one is not counted
 
   // About 160 tokens of pool: the background request runs alone first, then
-  // a foreground request needs every block.
-  auto small = make(/*prefix_caching=*/true, /*kv_mb=*/4);
-  ASSERT_TRUE(small);
-  const int64_t pool_tokens = small->stats().kv_blocks_total * 16;
-  ASSERT_GE(pool_tokens, 128);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool started = false, bg_done = false;
-  Outcome bg;
-  ServeRequest r = greedy_request(doc(9, 40), 60);  // 100 tokens: fits alone
-  r.background = true;
-  ASSERT_TRUE(small
-                  ->submit(std::move(r),
-                           [&](ServeEvent&& ev) {
-                             std::lock_guard<std::mutex> lk(mu);
-                             started = true;
-                             if (ev.finish != ServeFinish::kNone)
-                               bg.finish = ev.finish, bg.error = ev.error, bg_done = true;
-                             cv.notify_all();
-                           })
-                  .is_ok());
-  {
+  // a foreground request needs every block. Without a reserve the background
+  // request is dropped for it; with one (the default) the foreground request
+  // waits for its blocks, and both finish.
+  for (const int32_t reserve : {0, ServingOptions{}.background_reserve}) {
+    SCOPED_TRACE("background_reserve " + std::to_string(reserve));
+    ASSERT_GT(ServingOptions{}.background_reserve, 0);
+    auto small = make(/*prefix_caching=*/true, /*kv_mb=*/4, 256, 64, "f32", reserve);
+    ASSERT_TRUE(small);
+    const int64_t pool_tokens = small->stats().kv_blocks_total * 16;
+    ASSERT_GE(pool_tokens, 128);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool started = false, bg_done = false;
+    Outcome bg;
+    ServeRequest r = greedy_request(doc(9, 40), 60);  // 100 tokens: fits alone
+    r.background = true;
+    ASSERT_TRUE(small
+                    ->submit(std::move(r),
+                             [&](ServeEvent&& ev) {
+                               std::lock_guard<std::mutex> lk(mu);
+                               started = true;
+                               if (ev.finish != ServeFinish::kNone)
+                                 bg.finish = ev.finish, bg.error = ev.error, bg_done = true;
+                               cv.notify_all();
+                             })
+                    .is_ok());
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return started; });
+    }
+    const int32_t fg_tokens = static_cast<int32_t>(pool_tokens) - 24;
+    const Outcome fg = serve_requests(*small, {greedy_request(doc(10, fg_tokens), 8)})[0];
+    EXPECT_EQ(fg.finish, ServeFinish::kLength) << fg.error;
+    EXPECT_EQ(fg.tokens.size(), 8u);
     std::unique_lock<std::mutex> lk(mu);
-    cv.wait(lk, [&] { return started; });
+    cv.wait(lk, [&] { return bg_done; });
+    if (reserve == 0) {
+      EXPECT_EQ(bg.finish, ServeFinish::kError);
+      EXPECT_EQ(bg.error.rfind("dropped", 0), 0u) << bg.error;
+    } else {
+      EXPECT_EQ(bg.finish, ServeFinish::kLength) << bg.error;
+    }
   }
-  const int32_t fg_tokens = static_cast<int32_t>(pool_tokens) - 24;
-  const Outcome fg = serve_requests(*small, {greedy_request(doc(10, fg_tokens), 8)})[0];
-  EXPECT_EQ(fg.finish, ServeFinish::kLength) << fg.error;
-  EXPECT_EQ(fg.tokens.size(), 8u);
-  std::unique_lock<std::mutex> lk(mu);
-  cv.wait(lk, [&] { return bg_done; });
-  EXPECT_EQ(bg.finish, ServeFinish::kError);
-  EXPECT_EQ(bg.error.rfind("dropped", 0), 0u) << bg.error;
 }
 
 }  // namespace
