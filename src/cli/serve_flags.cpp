@@ -97,10 +97,11 @@ void add_limit_flags(CLI::App* cmd, ServeArgs* a) {
          "requests run")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("--background-reserve", e.background_reserve,
-                  "token rows per step (at most --max-batch-tokens - 1) held back from user requests while "
-                  "background work (the fidelity audit's re-runs) waits, so that it runs under a load that never "
-                  "idles; 0: it runs only in what the load leaves")
+  cmd->add_option(
+         "--background-reserve", e.background_reserve,
+         "token rows per step (at most --max-batch-tokens - 1) held back from user requests while "
+         "background work (the fidelity audit's re-runs) waits, so that it runs under a load that never "
+         "idles; 0: it runs only in what the load leaves")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--max-queue", e.max_queue, "waiting requests; beyond, requests get HTTP 429")
