@@ -85,7 +85,6 @@ struct Live : SchedRequest {
   // Segment reuse (plan->reuses_segments()): per prompt position whether
   // its K/V is copied from a cached segment and where its run starts.
   // Looked up once, at the first prompt chunk.
-  int32_t redo_admission = -1;  // the admission (preemption count) whose redo rows ran
   bool reuse_looked_up = false;
   int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
   std::vector<SegmentHit> hits;
@@ -321,7 +320,7 @@ class ServingEngineImpl final : public ServingEngine {
   // cached K/V, and the redo rows (SeqSharing::redo_layers; DroidSpeak's)
   // for tokens another agent wrote. Appends one StepSeq.
   void plan_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
-  void add_redo_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index,
+  void add_redo_rows(const ChunkSpan& span, Live& l, int32_t adapter_index,
                      const std::vector<int32_t>& blocks, Step* step);
   // Owner tags: after a step, the agent of each slot that redo-layer rows wrote.
   void store_owners(const Step& step, const std::vector<Live*>& seq_of);

@@ -1,5 +1,6 @@
-// The rows of a chunk without segment reuse, and what the schemes whose K/V
-// every agent shares add to them (SCHEMES.md §1.2-1.3):
+// The rows of a chunk without segment reuse, as the request's planner lists
+// them (SeqPlanner::chunk_rows, redo_rows), turned into a Step's rows; and
+// the engine state the shared-K/V schemes need (SCHEMES.md §1.2-1.3):
 //  - LRAgent: each row writes its LR row (X·A^T of its adapter's v_proj) to
 //    the request's LR blocks; rows whose base K/V came from the prefix cache
 //    (positions before SchedRequest::kv_hit_tokens) keep it and write only
@@ -48,13 +49,12 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
   StepSeq q;
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);
-  if (!l.plan->sharing().redo_layers.empty() && l.plan->sharing().adapter != nullptr) {
-    add_redo_rows(s, l, adapter_index, q.blocks, step);
-  }
+  const ChunkSpan span{s.begin, s.n, s.sample, r->kv_hit_tokens, r->n_preemptions};
+  add_redo_rows(span, l, adapter_index, q.blocks, step);
   const std::vector<int32_t>* lr_blocks = lr ? &lr_kv_->block_table(r->id) : nullptr;
   const bool owner_snaps = owner_snapshots(l);
   std::vector<RowSpec> specs;
-  l.plan->chunk_rows(s.begin, s.n, s.sample, &specs);
+  l.plan->chunk_rows(span, &specs);
   for (const RowSpec& rs : specs) {
     const int32_t pos = rs.index;
     TokenRow row;
@@ -63,12 +63,11 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
     row.slot = rs.write_kv ? int64_t{q.blocks[pos / bs]} * bs + pos % bs : -1;
     row.logits = rs.logits;
     row.adapter = rs.adapter ? adapter_index : -1;
-    if (lr && row.adapter >= 0) {
-      row.lr_slot = int64_t{(*lr_blocks)[pos / bs]} * bs + pos % bs;
-      if (pos < r->kv_hit_tokens) row.slot = -1;  // the base K/V is cached: keep it
-    }
-    // Prompt logprobs: every prompt row that writes KV also gives logits.
-    const bool score = !rs.logits && rs.write_kv && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
+    if (rs.write_lr && lr_blocks != nullptr) row.lr_slot = int64_t{(*lr_blocks)[pos / bs]} * bs + pos % bs;
+    // Prompt logprobs: every prompt row that writes KV (or only its LR row)
+    // also gives logits.
+    const bool score =
+        !rs.logits && (rs.write_kv || rs.write_lr) && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
     if (score) row.logits = true;
     if (row.logits) logit_rows->push_back({r->id, score ? pos : -1});
     mark_captures(l, &row);
@@ -83,32 +82,37 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
   step->seqs.push_back(std::move(q));
 }
 
-void ServingEngineImpl::add_redo_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index,
+void ServingEngineImpl::add_redo_rows(const ChunkSpan& span, Live& l, int32_t adapter_index,
                                       const std::vector<int32_t>& blocks, Step* step) {
-  SchedRequest* r = s.req;
-  // Once per admission, at its first chunk: the cached prefix is [0, s.begin).
-  if (l.redo_admission == r->n_preemptions || s.begin != r->kv_hit_tokens || s.begin == 0) return;
-  l.redo_admission = r->n_preemptions;
+  if (owner_ == nullptr) return;
   const int32_t bs = opts_.block_size;
+  const auto slot_of = [&](int32_t p) { return int64_t{blocks[p / bs]} * bs + p % bs; };
   const uint32_t bit = uint32_t{1} << (agent_tag(l.plan->sharing().adapter) % 32);
+  std::vector<RowSpec> specs;
+  l.plan->redo_rows(
+      span,
+      [&](int32_t p) {
+        const int64_t slot = slot_of(p);
+        return (processed_by(owner_->read(slot, generation_of(slot))) & bit) != 0;
+      },
+      &specs);
+  if (specs.empty()) return;
+  const SeqSharing& sharing = l.plan->sharing();
   const bool snapshots = owner_snapshots(l);
-  int32_t mask = -1;
-  for (int32_t p = 0; p < s.begin; ++p) {
-    const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
-    if (processed_by(owner_->read(slot, generation_of(slot))) & bit) continue;  // it processed this token already
-    if (mask < 0) {
-      mask = static_cast<int32_t>(step->write_masks.size());
-      std::vector<uint8_t> m(model_->spec.n_layers, 0);
-      for (int32_t layer : l.plan->sharing().redo_layers) m[layer] = 1;
-      step->write_masks.push_back(std::move(m));
-    }
+  const int32_t mask = static_cast<int32_t>(step->write_masks.size());
+  std::vector<uint8_t> m(model_->spec.n_layers, 0);
+  for (int32_t layer : sharing.redo_layers) m[layer] = 1;
+  step->write_masks.push_back(std::move(m));
+  for (const RowSpec& rs : specs) {
+    const int32_t p = rs.index;
+    const int64_t slot = slot_of(p);
     TokenRow row;
-    row.token = r->tokens[p];
+    row.token = l.tokens[p];
     row.pos = p;
     row.slot = slot;
     row.adapter = adapter_index;
     row.write_mask = mask;
-    row.layer_end = l.plan->sharing().redo_layers.back() + 1;
+    row.layer_end = sharing.redo_layers.back() + 1;
     // From the snapshot at the first critical layer where one is kept (the
     // state of the agent that processed the token), else from layer 0,
     // keeping a snapshot on the way.

@@ -10,6 +10,26 @@ void sharing_rows(const SeqSharing& s, int32_t begin, int32_t n, bool sample, st
   }
 }
 
+void SeqPlanner::chunk_rows(const ChunkSpan& c, std::vector<RowSpec>* out) const {
+  const size_t first = out->size();
+  sharing_rows(sharing_, c.begin, c.n, c.sample, out);
+  if (sharing_.lr_lineage.empty()) return;
+  for (size_t i = first; i < out->size(); ++i) {
+    RowSpec& r = (*out)[i];
+    if (!r.adapter || !r.write_kv) continue;
+    r.write_lr = true;
+    if (r.index < c.kv_hit_tokens) r.write_kv = false;  // the base K/V is cached: keep it
+  }
+}
+
+bool SeqPlanner::redo_due(const ChunkSpan& c) {
+  if (sharing_.redo_layers.empty() || sharing_.adapter == nullptr) return false;
+  // Once per admission, at its first chunk: the cached prefix is [0, begin).
+  if (redo_admission_ == c.admission || c.begin != c.kv_hit_tokens || c.begin == 0) return false;
+  redo_admission_ = c.admission;
+  return true;
+}
+
 CacheKeyPolicy SeqPlanner::cache_policy(const ExtraKeys& own, int32_t block_size) const {
   CacheKeyPolicy c;
   c.base_keys = own;

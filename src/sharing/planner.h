@@ -11,8 +11,10 @@
 //     to recompute, in which layers, with the hooks that select them
 //     (plan_chunk);
 //   - whether one selection spans the whole prompt (whole_prompt_layer);
-//   - what it keeps after a step (captures_state; owner tags and redo rows
-//     from SeqSharing::redo_layers).
+//   - the rows that redo cached tokens another agent wrote (redo_rows) and
+//     the LR rows of LRAgent (chunk_rows' write_lr);
+//   - what it keeps after a step (captures_state; the engine keeps owner
+//     tags for SeqSharing::redo_layers).
 // Schemes know nothing of kernels or blocks: they decide per token index and
 // position, and the engine turns their decisions into a Step's rows.
 #pragma once
@@ -79,6 +81,24 @@ struct RowSpec {
   bool adapter = false;
   bool write_kv = true;
   bool logits = false;
+  // LRAgent: the row writes its LR row (X·A^T of the adapter's v_proj) to
+  // the request's LR blocks. With write_kv false beside it, the token's base
+  // K/V is cached and kept: the "LR prefill" row.
+  bool write_lr = false;
+  // A redo row: a cached token run again with the adapter's weights,
+  // writing K/V only in SeqSharing::redo_layers.
+  bool redo = false;
+};
+
+// What the rows of a scheduled chunk depend on besides the scheme's
+// decision: tokens [begin, begin + n), sampled after the last or not, and
+// the request's admission (its preemption count) with the K/V prefix it hit.
+struct ChunkSpan {
+  int32_t begin = 0;
+  int32_t n = 0;
+  bool sample = false;
+  int32_t kv_hit_tokens = 0;
+  int32_t admission = 0;
 };
 
 // The rows of a chunk under `s`; `sample` means the chunk ends at the last
@@ -103,10 +123,23 @@ class SeqPlanner {
   // (exact_tokens, approx_index_from) once it has copied segments.
   CacheKeyPolicy cache_policy(const ExtraKeys& own, int32_t block_size) const;
 
-  // The rows of tokens [begin, begin + n) when the chunk is not planned by
-  // plan_chunk: every token once, plus ICaRus's decoder row where sampled.
-  void chunk_rows(int32_t begin, int32_t n, bool sample, std::vector<RowSpec>* out) const {
-    sharing_rows(sharing_, begin, n, sample, out);
+  // The rows of a chunk when it is not planned by plan_chunk: every token
+  // once, plus ICaRus's decoder row where sampled; under an LR lineage each
+  // adapter row also writes its LR row, and a token before the K/V prefix
+  // hit keeps its cached base K/V (the LR prefill).
+  void chunk_rows(const ChunkSpan& c, std::vector<RowSpec>* out) const;
+
+  // Redo rows (SeqSharing::redo_layers, DroidSpeak's critical layers), put
+  // before the chunk's own: at the first chunk of each admission that
+  // starts at a K/V prefix hit, every cached position the agent has not
+  // processed (processed_here false: another agent wrote it) once, with the
+  // adapter's weights. Nothing otherwise, or with no redo layers or adapter.
+  template <typename Processed>
+  void redo_rows(const ChunkSpan& c, Processed&& processed_here, std::vector<RowSpec>* out) {
+    if (!redo_due(c)) return;
+    for (int32_t p = 0; p < c.begin; ++p) {
+      if (!processed_here(p)) out->push_back(RowSpec{p, true, true, false, false, true});
+    }
   }
 
   // Segment reuse: whether the request's prompt chunks look segments up and
@@ -153,9 +186,13 @@ class SeqPlanner {
   explicit SeqPlanner(bool reuses) : reuse_(reuses) {}
 
  private:
+  // Whether redo rows run at this chunk; marks the admission as done.
+  bool redo_due(const ChunkSpan& c);
+
   SeqSharing sharing_;
   bool reuse_ = false;
   bool reuse_stopped_ = false;
+  int32_t redo_admission_ = -1;  // the admission whose redo rows ran
 };
 
 }  // namespace agentkv

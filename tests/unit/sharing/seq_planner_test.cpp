@@ -124,12 +124,69 @@ TEST(SeqPlanner, ChunkRowsAreTheSchemesRows) {
   Adapter icarus = make_adapter(AdapterKind::kIcarus);
   std::unique_ptr<SeqPlanner> p = admit("icarus", &icarus, {1, 2, 3});
   std::vector<RowSpec> rows;
-  p->chunk_rows(0, 3, true, &rows);
+  p->chunk_rows(ChunkSpan{0, 3, true}, &rows);
   ASSERT_EQ(rows.size(), 4u);  // three encoder rows and the decoder row of the sampled position
   EXPECT_FALSE(rows[2].logits);
   EXPECT_TRUE(rows[3].logits);
   EXPECT_FALSE(rows[3].write_kv);
   EXPECT_TRUE(rows[3].adapter);
+}
+
+// LRAgent's rows: each adapter row writes its LR row; below the K/V prefix
+// hit the cached base K/V is kept (the LR prefill row writes only LR).
+TEST(SeqPlanner, LrRowsAndTheLrPrefill) {
+  Adapter lora = make_adapter(AdapterKind::kLora);
+  lora.v_a_id = std::string("va");
+  std::unique_ptr<SeqPlanner> p = admit("lragent-base", &lora, {1, 2, 3, 4, 5, 6});
+  std::vector<RowSpec> rows;
+  p->chunk_rows(ChunkSpan{2, 4, true, /*kv_hit_tokens=*/4, 0}, &rows);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const RowSpec& r : rows) {
+    EXPECT_TRUE(r.adapter && r.write_lr) << r.index;
+    EXPECT_EQ(r.write_kv, r.index >= 4) << r.index;  // 2 and 3: base K/V cached
+    EXPECT_FALSE(r.redo);
+  }
+  EXPECT_TRUE(rows.back().logits);
+  // Without an LR lineage (full) nothing writes LR, and every row its K/V.
+  rows.clear();
+  admit("full", &lora, {1, 2, 3, 4, 5, 6})->chunk_rows(ChunkSpan{2, 4, true, 4, 0}, &rows);
+  for (const RowSpec& r : rows) EXPECT_TRUE(!r.write_lr && r.write_kv) << r.index;
+}
+
+// DroidSpeak's redo rows: once per admission, at the chunk that starts at
+// the K/V prefix hit, for the cached positions the agent has not processed.
+TEST(SeqPlanner, RedoRowsOncePerAdmission) {
+  Adapter lora = make_adapter(AdapterKind::kLora);
+  KvSharingParams params;
+  params.critical_layers = std::vector<int32_t>{2, 5};
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+  Result<std::unique_ptr<SeqPlanner>> r =
+      sharing_scheme_get("droidspeak")->admit(PlanContext{&lora, prompt, &params, 0, true});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  SeqPlanner& p = **r;
+  EXPECT_EQ(p.sharing().redo_layers, (std::vector<int32_t>{2, 5}));
+  const auto mine = [](int32_t pos) { return pos == 1 || pos == 4; };  // processed here already
+  std::vector<RowSpec> rows;
+  p.redo_rows(ChunkSpan{0, 8, true, 0, 0}, mine, &rows);  // no prefix hit: nothing to redo
+  EXPECT_TRUE(rows.empty());
+  p.redo_rows(ChunkSpan{6, 2, true, 6, 1}, mine, &rows);  // admission 1 hit 6 tokens
+  std::vector<int32_t> redone;
+  for (const RowSpec& x : rows) {
+    EXPECT_TRUE(x.redo && x.adapter && x.write_kv && !x.logits && !x.write_lr);
+    redone.push_back(x.index);
+  }
+  EXPECT_EQ(redone, (std::vector<int32_t>{0, 2, 3, 5}));
+  rows.clear();
+  p.redo_rows(ChunkSpan{6, 2, true, 6, 1}, mine, &rows);  // the same admission again: done
+  EXPECT_TRUE(rows.empty());
+  p.redo_rows(ChunkSpan{7, 1, true, 6, 2}, mine, &rows);  // a chunk past the hit: not the first
+  EXPECT_TRUE(rows.empty());
+  p.redo_rows(ChunkSpan{3, 5, true, 3, 3}, mine, &rows);  // a later admission redoes again
+  EXPECT_EQ(rows.size(), 2u);                             // 0 and 2
+  // A planner without redo layers lists none.
+  rows.clear();
+  admit("full", &lora, prompt)->redo_rows(ChunkSpan{6, 2, true, 6, 1}, mine, &rows);
+  EXPECT_TRUE(rows.empty());
 }
 
 }  // namespace
