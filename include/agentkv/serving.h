@@ -172,10 +172,12 @@ struct ServingOptions {
   int32_t background_rows = 32;       // rows per step background requests may take while others run
   // Rows per step held back from user requests while background work waits
   // or runs, so that it runs under saturation too: one background request at
-  // a time then, beside max_running, whose blocks admissions wait for and
-  // running requests take only after the latest user request's. 0: it runs
-  // only in what the load leaves, and gives its blocks first. 16: measured
-  // in docs/benchmarks.md, "The fidelity audit under saturation".
+  // a time then, beside max_running. Admissions wait for its blocks; a
+  // running user request short of blocks preempts the latest admitted user
+  // request (itself, if it is the latest) while another runs, and takes the
+  // background request's only when it is the only user request left. 0: it
+  // runs only in what the load leaves, and gives its blocks first. 16:
+  // measured in docs/benchmarks.md, "The fidelity audit under saturation".
   int32_t background_reserve = 16;
   int32_t max_queue = 256;            // waiting requests; beyond, submit fails kResourceExhausted
   bool prefix_caching = true;

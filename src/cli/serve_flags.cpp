@@ -100,8 +100,8 @@ void add_limit_flags(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option(
          "--background-reserve", e.background_reserve,
          "token rows per step (at most --max-batch-tokens - 1) held back from user requests while "
-         "background work (the fidelity audit's re-runs) waits, so that it runs under a load that never "
-         "idles; 0: it runs only in what the load leaves")
+         "background work (the fidelity audit's re-runs) waits or runs, so that it runs under a load that "
+         "never idles; 0: it runs only in what the load leaves")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--max-queue", e.max_queue, "waiting requests; beyond, requests get HTTP 429")

@@ -84,10 +84,13 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
 
 void ServingEngineImpl::add_redo_rows(const ChunkSpan& span, Live& l, int32_t adapter_index,
                                       const std::vector<int32_t>& blocks, Step* step) {
-  if (owner_ == nullptr) return;
+  // Only a request with redo layers gets an agent tag (agent_tag assigns
+  // one on first use, and tags share owner bits modulo 32).
+  const SeqSharing& sharing = l.plan->sharing();
+  if (owner_ == nullptr || sharing.redo_layers.empty() || sharing.adapter == nullptr) return;
   const int32_t bs = opts_.block_size;
   const auto slot_of = [&](int32_t p) { return int64_t{blocks[p / bs]} * bs + p % bs; };
-  const uint32_t bit = uint32_t{1} << (agent_tag(l.plan->sharing().adapter) % 32);
+  const uint32_t bit = uint32_t{1} << (agent_tag(sharing.adapter) % 32);
   std::vector<RowSpec> specs;
   l.plan->redo_rows(
       span,
@@ -97,7 +100,6 @@ void ServingEngineImpl::add_redo_rows(const ChunkSpan& span, Live& l, int32_t ad
       },
       &specs);
   if (specs.empty()) return;
-  const SeqSharing& sharing = l.plan->sharing();
   const bool snapshots = owner_snapshots(l);
   const int32_t mask = static_cast<int32_t>(step->write_masks.size());
   std::vector<uint8_t> m(model_->spec.n_layers, 0);

@@ -97,12 +97,21 @@ bool Scheduler::ensure_slots(SchedRequest* r, int32_t end, SchedulerOutput* out)
     // Out of blocks: the latest admitted background request is dropped, else
     // the latest admitted request gives its blocks back (a background
     // request never takes a foreground one's). Under a reserve a background
-    // request keeps its blocks against foreground ones: the latest admitted
-    // foreground request goes.
-    const bool spare_background = reserve_active_ && !r->background;
+    // request keeps its blocks while r is not the only foreground request:
+    // the latest admitted foreground request gives way (r itself, if it is
+    // the latest; the earlier ones run on and finish). When r is the only
+    // one, the background request goes after all, so that r never loses to
+    // each next re-run forever.
     SchedRequest* victim = nullptr;
+    if (reserve_active_ && !r->background &&
+        std::any_of(running_.begin(), running_.end(),
+                    [r](const SchedRequest* o) { return !o->background && o != r; })) {
+      for (auto it = running_.rbegin(); it != running_.rend() && victim == nullptr; ++it) {
+        if (!(*it)->background) victim = *it;
+      }
+    }
     for (auto it = running_.rbegin(); it != running_.rend() && victim == nullptr; ++it) {
-      if ((*it)->background != spare_background) victim = *it;
+      if ((*it)->background) victim = *it;
     }
     if (victim == nullptr) victim = r->background ? r : running_.back();
     const bool self = victim == r;

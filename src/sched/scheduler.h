@@ -10,8 +10,9 @@
 // except background requests (SchedRequest::background): they wait in a
 // queue of their own, run on what the others leave of a step (at most
 // background_rows of it while any other request is active) plus the rows
-// held back for them (background_reserve), and are the first to give their
-// blocks back, by being dropped.
+// held back for them (background_reserve), and give their blocks back by
+// being dropped: first, without a reserve; with one, only when no other
+// foreground request can give way (SchedulerConfig::background_reserve).
 //
 // Single-threaded: the engine thread owns it.
 #pragma once
@@ -38,10 +39,12 @@ struct SchedulerConfig {
   // work, whenever some exists, so that it runs under a load that never
   // leaves rows (or a queue slot, or blocks) over. With it > 0 one
   // background request is admitted while others wait, beside max_running;
-  // admissions do not take its blocks, and a running request short of
-  // blocks takes the latest admitted request's, background or not (instead
-  // of the background one's first). 0: background work runs only in what
-  // the load leaves. Clamped to max_batch_tokens - 1.
+  // admissions wait for its blocks, and a running request short of blocks
+  // preempts the latest admitted foreground request (itself, if it is the
+  // latest) while another foreground request runs, and drops the
+  // background one only when it is the only foreground request left. 0:
+  // background work runs only in what the load leaves, and is dropped
+  // first. Clamped to max_batch_tokens - 1.
   int32_t background_reserve = 0;
   // SchedRequest::priority requests admitted in a row while another waits,
   // before that one goes (so the others are delayed, never starved); 0:
@@ -153,9 +156,8 @@ class Scheduler {
   int64_t n_preemptions_ = 0;
   int64_t n_dropped_ = 0;
   int64_t n_hit_tokens_ = 0;
-  int32_t streak_ = 0;
-  bool reserve_active_ = false;  // this step holds rows back for background work  // priority admissions in a
-                                 // row while another request waited
+  int32_t streak_ = 0;           // priority admissions in a row while another request waited
+  bool reserve_active_ = false;  // this step holds rows back for background work
 };
 
 }  // namespace agentkv

@@ -508,6 +508,63 @@ TEST(SchedulerBackground, AReserveKeepsItsBlocksAgainstForegroundGrowth) {
   }
 }
 
+// Under a reserve, a foreground request short of blocks with no other
+// foreground request to preempt drops the background request rather than
+// preempting itself: otherwise it could lose to each next re-run for ever.
+TEST(SchedulerBackground, AReserveNeverPreemptsTheLastForegroundRequestForIt) {
+  KvManager kv(8, kBs);  // 32 tokens
+  SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
+  cfg.background_reserve = 4;
+  Scheduler s(&kv, cfg);
+  s.add(make_req(1, iota_tokens(16, 100)));       // 4 blocks
+  s.add(background_req(9, iota_tokens(8, 900)));  // 2 blocks
+  ASSERT_EQ(rows_of(step(s), 9), 8);
+  SchedulerOutput out;
+  for (int i = 0; i < 8 && out.dropped.empty(); ++i) {
+    out = step(s);
+    ASSERT_TRUE(out.preempted.empty()) << i;
+  }
+  EXPECT_EQ(out.dropped, (std::vector<RequestId>{9}));  // at request 1's sixth block
+  EXPECT_EQ(rows_of(out, 1), 1);
+}
+
+// Under a reserve an admission waits for the background request's blocks;
+// without one it takes them, and the background request is dropped.
+TEST(SchedulerBackground, AReserveMakesAdmissionsWaitForItsBlocks) {
+  for (const int32_t reserve : {0, 4}) {
+    KvManager kv(8, kBs);  // 32 tokens
+    SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
+    cfg.background_reserve = reserve;
+    Scheduler s(&kv, cfg);
+    s.add(background_req(9, iota_tokens(16, 900)));  // 4 blocks, alone
+    ASSERT_EQ(rows_of(step(s), 9), 16) << reserve;
+    s.add(make_req(1, iota_tokens(24, 100)));  // 6 blocks: 4 are free
+    const SchedulerOutput out = step(s);
+    if (reserve == 0) {
+      EXPECT_EQ(out.dropped, (std::vector<RequestId>{9}));
+      EXPECT_EQ(rows_of(out, 1), 24);
+    } else {
+      EXPECT_TRUE(out.dropped.empty());
+      EXPECT_EQ(rows_of(out, 1), 0);  // waits
+      EXPECT_EQ(rows_of(out, 9), 1);
+      EXPECT_EQ(s.n_waiting(), 1);
+    }
+  }
+}
+
+// A background request does not take a foreground request's queue slot:
+// max_running counts foreground requests.
+TEST(SchedulerBackground, DoesNotCountAgainstMaxRunning) {
+  KvManager kv(256, kBs);
+  Scheduler s(&kv, {/*max_batch_tokens=*/64, /*max_running=*/1, true});
+  s.add(background_req(9, iota_tokens(8, 900)));
+  ASSERT_EQ(rows_of(step(s), 9), 8);  // alone: admitted
+  s.add(make_req(1, iota_tokens(8, 100)));
+  const SchedulerOutput out = step(s);
+  EXPECT_EQ(rows_of(out, 1), 8);
+  EXPECT_EQ(s.n_running(), 2);
+}
+
 // Without a reserve (the default) the same load leaves background work no
 // row: it waits for the queue to empty.
 TEST(SchedulerBackground, WithoutAReserveSaturationStarvesIt) {
