@@ -402,6 +402,13 @@ int32_t rows_of(const SchedulerOutput& out, RequestId id) {
   return n;
 }
 
+// 64-row steps, 8 running, the given background reserve.
+SchedulerConfig small_step_config(int32_t reserve) {
+  SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
+  cfg.background_reserve = reserve;
+  return cfg;
+}
+
 // A background request runs on what foreground requests leave of a step, at
 // most background_rows of it while one of them is active, and on the whole
 // step once none is.
@@ -487,9 +494,7 @@ TEST(SchedulerBackground, AReserveRunsItUnderSaturation) {
 TEST(SchedulerBackground, AReserveKeepsItsBlocksAgainstForegroundGrowth) {
   for (const int32_t reserve : {0, 4}) {
     KvManager kv(8, kBs);  // 32 tokens
-    SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
-    cfg.background_reserve = reserve;
-    Scheduler s(&kv, cfg);
+    Scheduler s(&kv, small_step_config(reserve));
     s.add(make_req(1, iota_tokens(8, 100)));
     s.add(make_req(2, iota_tokens(8, 200)));
     s.add(background_req(9, iota_tokens(12, 900)));
@@ -513,9 +518,7 @@ TEST(SchedulerBackground, AReserveKeepsItsBlocksAgainstForegroundGrowth) {
 // preempting itself: otherwise it could lose to each next re-run for ever.
 TEST(SchedulerBackground, AReserveNeverPreemptsTheLastForegroundRequestForIt) {
   KvManager kv(8, kBs);  // 32 tokens
-  SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
-  cfg.background_reserve = 4;
-  Scheduler s(&kv, cfg);
+  Scheduler s(&kv, small_step_config(4));
   s.add(make_req(1, iota_tokens(16, 100)));       // 4 blocks
   s.add(background_req(9, iota_tokens(8, 900)));  // 2 blocks
   ASSERT_EQ(rows_of(step(s), 9), 8);
@@ -533,9 +536,7 @@ TEST(SchedulerBackground, AReserveNeverPreemptsTheLastForegroundRequestForIt) {
 TEST(SchedulerBackground, AReserveMakesAdmissionsWaitForItsBlocks) {
   for (const int32_t reserve : {0, 4}) {
     KvManager kv(8, kBs);  // 32 tokens
-    SchedulerConfig cfg{/*max_batch_tokens=*/64, /*max_running=*/8, true};
-    cfg.background_reserve = reserve;
-    Scheduler s(&kv, cfg);
+    Scheduler s(&kv, small_step_config(reserve));
     s.add(background_req(9, iota_tokens(16, 900)));  // 4 blocks, alone
     ASSERT_EQ(rows_of(step(s), 9), 16) << reserve;
     s.add(make_req(1, iota_tokens(24, 100)));  // 6 blocks: 4 are free
