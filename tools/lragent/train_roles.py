@@ -16,7 +16,10 @@ loader permutes it back, src/adapter/peft_loader.cpp). v_proj is not
 permuted.
 
 Setting (LRAgent §4 / App. C): LoRA on q_proj and v_proj, r = 8,
-lora_alpha = 16 (scale 2), no dropout (ours: the data are clean and few).
+lora_alpha = 16 (scale 2), no dropout by default (ours: the data are clean
+and few). `--dropout P` drops the LoRA input as PEFT's lora_dropout does (q
+and v, independent masks); `--accum K` sums K batches of `--batch` into one
+optimizer step (the paper's batch 32 is `--batch 4 --accum 8`).
 Shared A: plan trains first (q A/B, v A/B); action and reflect then start
 from plan's v_proj lora_A and keep it frozen (their q A/B and v B train), so
 all three save a bit-identical v_proj lora_A. Each role's loss is only on its
@@ -86,7 +89,7 @@ def load_base(path):
 # JAX model
 # ---------------------------------------------------------------------------
 
-def make_fns(hp, expose=False):
+def make_fns(hp, expose=False, dropout=0.0):
     import jax
     import jax.numpy as jnp
 
@@ -107,8 +110,12 @@ def make_fns(hp, expose=False):
         y0, y1 = x0 * c - x1 * s, x0 * s + x1 * c
         return jnp.stack([y0, y1], axis=-1).reshape(x.shape)
 
-    def lora(h, a, b):
-        # a [r, d_in], b [d_out, r] (PEFT shapes); scale alpha / r.
+    def lora(h, a, b, key=None):
+        # a [r, d_in], b [d_out, r] (PEFT shapes); scale alpha / r. With a
+        # key, PEFT's lora_dropout on the input (inverted: kept / (1 - p)).
+        if key is not None and dropout > 0:
+            keep = jax.random.bernoulli(key, 1.0 - dropout, h.shape)
+            h = jnp.where(keep, h / (1.0 - dropout), 0.0)
         return SCALE * ((h @ a.T) @ b.T)
 
     def ffn(x, lw, L, h_lora):
@@ -134,23 +141,24 @@ def make_fns(hp, expose=False):
         o = jnp.einsum("bkgqs,bskd->bqkgd", p, v)
         return o.reshape(B, Tq, H * hd)
 
-    def body(w, lora_p, tokens, collect_kv=False):
+    def body(w, lora_p, tokens, collect_kv=False, key=None):
         """Full causal forward with LoRA (q,v) on every position. Returns the
-        final hidden states [B, T, d] (and base-or-adapted K/V per layer)."""
+        final hidden states [B, T, d] (and base-or-adapted K/V per layer).
+        A key turns on the LoRA dropout (training only)."""
         B, T = tokens.shape
         pos = jnp.broadcast_to(jnp.arange(T), (B, T))
         mask = jnp.tril(jnp.ones((T, T), bool))[None]
         x = w["embd"][tokens]
 
         def layer(x, xs):
-            lw, L = xs
+            lw, L, ks = xs
             h = rms(x, lw["attn_norm"])
             q = h @ lw["wq"]
             k = h @ lw["wk"]
             v = h @ lw["wv"]
             if L is not None:
-                q = q + lora(h, L["aq"], L["bq"])
-                v = v + lora(h, L["av"], L["bv"])
+                q = q + lora(h, L["aq"], L["bq"], None if ks is None else ks[0])
+                v = v + lora(h, L["av"], L["bv"], None if ks is None else ks[1])
             q = rope(q.reshape(B, T, H, hd), pos)
             k = rope(k.reshape(B, T, Hkv, hd), pos)
             v = v.reshape(B, T, Hkv, hd)
@@ -160,7 +168,8 @@ def make_fns(hp, expose=False):
             return x, ((k, v) if collect_kv else None)
 
         lw_all = {k: w[k] for k in ("attn_norm", "ffn_norm", "wq", "wk", "wv", "wo", "wg", "wu", "wd")}
-        x, kv = jax.lax.scan(layer, x, (lw_all, lora_p))
+        keys = None if key is None else jax.random.split(key, 2 * hp.n_layer).reshape(hp.n_layer, 2, -1)
+        x, kv = jax.lax.scan(layer, x, (lw_all, lora_p, keys))
         return x, kv
 
     def logits_at(w, x, idx):
@@ -173,9 +182,9 @@ def make_fns(hp, expose=False):
         nll = -jnp.take_along_axis(lp, tgt[..., None], axis=-1)[..., 0]
         return jnp.sum(nll * m) / jnp.maximum(jnp.sum(m), 1.0)
 
-    def loss_lora(train_p, frozen_p, w, tokens, idx, tgt, m):
+    def loss_lora(train_p, frozen_p, w, tokens, idx, tgt, m, key=None):
         lp = {**frozen_p, **train_p}
-        x, _ = body(w, lp, tokens)
+        x, _ = body(w, lp, tokens, key=key if dropout > 0 else None)
         return ce(logits_at(w, x, idx), tgt, m)
 
     def icarus_logits(w, lp, tokens, idx):
@@ -204,7 +213,7 @@ def make_fns(hp, expose=False):
         x, _ = jax.lax.scan(layer, x, (lw_all, lp, kv))
         return rms(x, w["out_norm"]) @ w["out"].T
 
-    def loss_icarus(train_p, frozen_p, w, tokens, idx, tgt, m):
+    def loss_icarus(train_p, frozen_p, w, tokens, idx, tgt, m, key=None):  # no dropout (main refuses it)
         return ce(icarus_logits(w, {**frozen_p, **train_p}, tokens, idx), tgt, m)
 
     if expose:
@@ -274,11 +283,14 @@ def train(hp, w_j, loss_fn, train_p, frozen_p, examples, args, label, seed):
     T = max(len(e[0]) for e in examples)
     T = (T + 15) // 16 * 16
     M = max(len(e[1]) for e in examples)
-    steps_per_epoch = len(examples) // args.batch
+    steps_per_epoch = len(examples) // (args.batch * args.accum)
+    if steps_per_epoch == 0:
+        raise SystemExit(f"[{label}] {len(examples)} examples make no step of --batch {args.batch} x --accum {args.accum}")
     total = steps_per_epoch * args.epochs
     warm = max(1, int(0.05 * total))
 
     grad_fn = jax.jit(jax.value_and_grad(loss_fn))
+    key = jax.random.PRNGKey(seed)
 
     @jax.jit
     def adam(p, g, m, v, step, lr):
@@ -300,15 +312,24 @@ def train(hp, w_j, loss_fn, train_p, frozen_p, examples, args, label, seed):
     step = 0
     log = []
     for ep in range(args.epochs):
-        for toks, idx, tgt, msk in batches(examples, args.batch, T, M, rng):
+        micro = list(batches(examples, args.batch, T, M, rng))
+        for s0 in range(0, steps_per_epoch * args.accum, args.accum):
             step += 1
             if step <= warm:
                 lr = args.lr * step / warm
             else:
                 lr = args.lr * 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, total - warm)))
-            loss, g = grad_fn(p, fz, w_j, toks, idx, tgt, msk)
+            # One optimizer step = the mean of --accum batches' gradients (each
+            # batch's loss is its own token mean, as HF's accumulation does).
+            loss, g = 0.0, None
+            for toks, idx, tgt, msk in micro[s0:s0 + args.accum]:
+                key, sub = jax.random.split(key)
+                li, gi = grad_fn(p, fz, w_j, toks, idx, tgt, msk, sub)
+                loss += float(li) / args.accum
+                g = gi if g is None else jax.tree_util.tree_map(jnp.add, g, gi)
+            if args.accum > 1:
+                g = jax.tree_util.tree_map(lambda x: x / args.accum, g)
             p, m, v, gn = adam(p, g, m, v, step, lr)
-            loss = float(loss)
             log.append(loss)
             if step == 1 or step % args.log_every == 0 or step == total:
                 print(f"[{label}] step {step}/{total} epoch {ep} loss {loss:.4f} "
@@ -396,13 +417,19 @@ def main(argv=None):
     ap.add_argument("--n-train", default="plan=48,action=176,reflect=32,icarus_reflect=64",
                     help="training instances per role (one epoch each)")
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=4, help="examples per forward (per accumulated batch)")
+    ap.add_argument("--accum", type=int, default=1, help="batches summed into one optimizer step")
+    ap.add_argument("--dropout", type=float, default=0.0, help="PEFT lora_dropout on the adapters' input")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=0, help="init / shuffling seed")
     ap.add_argument("--roles", default="plan,action,reflect")
     ap.add_argument("--icarus", action="store_true", help="also train icarus_reflect")
     ap.add_argument("--log-every", type=int, default=8)
     args = ap.parse_args(argv)
+    if args.accum < 1 or not 0.0 <= args.dropout < 1.0:
+        ap.error("--accum must be >= 1 and --dropout in [0, 1)")
+    if args.icarus and args.dropout > 0:
+        ap.error("--dropout applies to the role adapters; the icarus decoder is trained without it")
 
     t_all = time.time()
     import jax
@@ -413,7 +440,7 @@ def main(argv=None):
     newline_id = newline_id[0]
     w_j = {k: jax.numpy.asarray(x) for k, x in w.items()}
     print(f"[train] loaded {args.model} in {time.time() - t_all:.0f}s; newline id {newline_id}", flush=True)
-    loss_lora, loss_icarus = make_fns(hp)
+    loss_lora, loss_icarus = make_fns(hp, dropout=args.dropout)
     out = Path(args.out)
     report = {"args": vars(args), "jax": jax.__version__, "roles": {}}
     rng = np.random.default_rng(args.seed)
@@ -434,7 +461,7 @@ def main(argv=None):
         params.update(frozen_p)
         if role == "plan":
             shared_av = params["av"]
-        save_adapter(out / role, params, hp, "qv", {})
+        save_adapter(out / role, params, hp, "qv", {"lora_dropout": args.dropout})
         info["examples"] = len(ex)
         report["roles"][role] = info
         print(f"[train] {role}: {info}", flush=True)
