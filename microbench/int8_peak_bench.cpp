@@ -11,9 +11,15 @@
 // The VNNI loops run 8 (AVX-VNNI) or 12 (AVX-512) accumulator chains:
 // vpdpbusd's latency is 4-5 cycles at up to two per cycle, and fewer chains
 // would measure the latency.
-// An ISA this CPU lacks is listed as such, never run. AMX is not measured:
-// there is no AMX kernel yet.
+//   amx       tdpbssd on full tiles (16 x 64 bytes by 64 x 16): the tile unit's peak
+//   amx-k32   tdpbsud on the q8 kernel's tiles (K = 32, one q8 block per product)
+// The AMX loops run four independent C tiles (tmm0-3) from two A and two B
+// tiles, after asking Linux for the tile state (arch_prctl).
+// An ISA this CPU lacks is listed as such, never run.
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -136,6 +142,59 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni"))) int64_t run
   return _mm512_cvtsi512_si32(acc[0]);
 }
 
+// The AMX loops. Tile config (palette 1): C tiles 0-3 of 16 x 64 bytes, A
+// tiles 4-5 of 16 rows x K bytes, B tiles 6-7 of K / 4 rows x 64 bytes.
+struct alignas(64) AmxConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+AmxConfig amx_config(int k) {
+  AmxConfig c;
+  for (int t = 0; t < 4; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  for (int t = 4; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = static_cast<uint16_t>(k);
+  for (int t = 6; t < 8; ++t) c.rows[t] = static_cast<uint8_t>(k / 4), c.colsb[t] = 64;
+  return c;
+}
+
+template <int K>
+__attribute__((target("amx-tile,amx-int8"))) int64_t run_amx(int64_t iters, int seed) {
+  alignas(64) static thread_local int8_t in[16 * 64];
+  alignas(64) static thread_local int32_t out[16 * 16];
+  for (int i = 0; i < 16 * 64; ++i) in[i] = static_cast<int8_t>((seed + i) & 15);
+  const AmxConfig cfg = amx_config(K);
+  _tile_loadconfig(&cfg);
+  // (tile numbers are literals: GCC pastes them into the instruction text)
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, in, 64);
+  _tile_loadd(5, in, 64);
+  _tile_loadd(6, in, 64);
+  _tile_loadd(7, in, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    if constexpr (K == 64) {
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    } else {
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
+      _tile_dpbsud(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+    }
+  }
+  _tile_stored(0, out, 64);
+  int64_t sum = out[0];
+  _tile_stored(3, out, 64);
+  sum += out[255];
+  _tile_release();
+  return sum;
+}
+
 struct Isa {
   const char* name;
   Kernel kernel;
@@ -153,11 +212,23 @@ bool has_avx512() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
+// CPUID.(7,0):EDX bits 24 (AMX-TILE) and 25 (AMX-INT8), and the tile state
+// granted by Linux (5.16+) on request, once for the process.
+bool has_amx() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1u) || !((d >> 25) & 1u)) return false;
+  static const bool granted =
+      syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+  return granted;
+}
+
 const Isa kIsas[] = {{"avx2", run_avx2, has_avx2, kChains * 32},
                      {"avx2-wide", run_avx2_wide, has_avx2, kChains * 32},
                      {"avxvnni", run_avxvnni, has_avxvnni, kVexChains * 32},
                      {"avx512", run_avx512, has_avx512, kVnniChains * 32},
-                     {"avx512-zmm", run_avx512_zmm, has_avx512, kVnniChains * 64}};
+                     {"avx512-zmm", run_avx512_zmm, has_avx512, kVnniChains * 64},
+                     {"amx", run_amx<64>, has_amx, 4 * 16 * 16 * 64},
+                     {"amx-k32", run_amx<32>, has_amx, 4 * 16 * 16 * 32}};
 
 // MACs per second of `threads` threads running k for about `seconds`.
 double rate(const Isa& isa, int threads, double seconds) {
@@ -214,6 +285,5 @@ int main(int argc, char** argv) {
       std::printf("| %s | %d | %.1f |\n", isa.name, t, best / 1e9);
     }
   }
-  std::printf("| amx | | no AMX kernel yet: not measured |\n");
   return 0;
 }

@@ -59,20 +59,23 @@ done_stage "release ctest"
 # (scalar aside: too slow for them, and the backend tests and
 # tests/python/test_isa.py check its bits), so that a request equals its
 # run alone on every kernel. An ISA counts as present when `--isa` takes it.
+# amx-emulated (the AMX kernel on software tiles, any AVX-512 CPU) runs too:
+# auto never takes it.
 stage "release: exactness tests on each other q8 ISA"
 isas=()
-for isa in avx2 avxvnni avx512; do
+for isa in avx2 avxvnni avx512 amx; do
   build/agentkv logits --isa "$isa" --tokens 1 --out /dev/null >/dev/null 2>&1 && isas+=("$isa")
 done
 others=()
 ((${#isas[@]} > 1)) && others=("${isas[@]:0:${#isas[@]}-1}")
+build/agentkv logits --isa amx-emulated --tokens 1 --out /dev/null >/dev/null 2>&1 && others+=(amx-emulated)
 for isa in "${others[@]}"; do
   echo "AGENTKV_ISA=$isa"
   AGENTKV_ISA=$isa build/tests/test_e2e --gtest_brief=1 \
     --gtest_filter='ServingExact.*:SharingExact.*:AdapterExact.*' \
     || { echo "exactness tests failed on --isa $isa"; exit 1; }
 done
-done_stage "exactness on ${isas[*]:-no SIMD ISA}"
+done_stage "exactness on ${isas[*]:-no SIMD ISA}${others[*]:+ (others: ${others[*]})}"
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "python reference checks"

@@ -151,13 +151,15 @@ void check_rule(GgmlType t) {
   };
   // n = 301 with 18 blocks spans two panels of 176 columns; 1, 7, 37 leave
   // column tails inside a group of eight; m = 1..4 run the direct kernel,
-  // 5, 8, 13 the panel one (13: a tail of one row).
+  // 5, 8, 13 the panel one (13: a tail of one row); 16, 17 and 35 full tiles
+  // of 16 rows, which the amx kernels run in AMX tiles, with row tails of 1
+  // and 3 left to the panel kernel.
   const Case cases[] = {{1, 1, 0}, {1, 7, 0}, {3, 37, 5}, {2, 64, 0}, {18, 301, 0}, {48, 24, 3}};
   for (const Case& c : cases) {
     const int64_t k = c.k_blocks * 32, n = c.n, row_bytes = c.k_blocks * tr.block_bytes + c.pad;
     const auto w = random_matrix(rng, t, n, k, row_bytes);
     const QuantMatrix qm{id, w.data(), row_bytes, n, k};
-    for (int64_t m : {1, 2, 3, 4, 5, 8, 13}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 17, 35}) {
       for (bool accumulate : {false, true}) {
         auto x = random_vec(rng, m * k);
         if (m > 1) std::fill(x.begin() + k, x.begin() + k + 32, 0.0f);  // a zero block: d = 0
@@ -185,7 +187,7 @@ TEST_P(MatmulQ8Test, EqualsTheRuleBitForBit) { check_rule(GetParam()); }
 // is checked against /proc/cpuinfo's flags below, and the others are named.
 std::vector<std::string> available_isas() {
   std::vector<std::string> out;
-  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512"}) {
+  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512", "amx-emulated", "amx"}) {
     if (backend_cpu_select_isa(name).is_ok()) out.push_back(name);
   }
   EXPECT_TRUE(backend_cpu_select_isa("auto").is_ok());
@@ -230,7 +232,7 @@ TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
     }
   const QuantMatrix qm{id, w.data(), row_bytes, n, k};
   auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
-  for (int64_t m : {1, 5}) {
+  for (int64_t m : {1, 5, 16, 21}) {
     std::vector<float> x(m * k);
     for (int64_t i = 0; i < m * k; ++i) x[i] = (i / 32) % 2 == 0 ? -3.0f : 3.0f;  // q = -127 or 127
     x[m * k - 1] = -x[m * k - 1];
@@ -242,8 +244,11 @@ TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()), [](const auto& info) {
+  std::string name = info.param;  // amx-emulated -> amx_emulated (gtest names)
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
 // The kernels this process may run are exactly those the CPU's flags allow
 // (the OS's view, /proc/cpuinfo), and auto takes the last of them.
@@ -263,11 +268,18 @@ TEST(MatmulQ8Isa, AvailableIsWhatTheCpuFlagsSay) {
   std::vector<std::string> want = {"scalar"};
   if (has({"avx2", "fma"})) want.push_back("avx2");
   if (has({"avx2", "fma", "avx_vnni"})) want.push_back("avxvnni");
-  if (has({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"})) want.push_back("avx512");
+  if (has({"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"})) {
+    want.push_back("avx512");
+    want.push_back("amx-emulated");  // the amx kernel with software tiles
+    // Linux 5.16+ grants the tile state on request; an older kernel would
+    // fail this line, which is the point: AMX is then unused.
+    if (has({"amx_tile", "amx_int8"})) want.push_back("amx");
+  }
   const std::vector<std::string> got = available_isas();
   EXPECT_EQ(got, want);
-  EXPECT_EQ(backend_cpu_isa(), got.back());
-  for (const char* name : {"avxvnni", "avx512"}) {
+  EXPECT_EQ(backend_cpu_isa(),
+            want.back() == "amx-emulated" ? "avx512" : want.back());  // auto: never emulated
+  for (const char* name : {"avxvnni", "avx512", "amx"}) {
     if (std::find(got.begin(), got.end(), name) == got.end())
       std::printf("not tested on this CPU (it lacks it): the %s kernels\n", name);
   }
@@ -276,13 +288,13 @@ TEST(MatmulQ8Isa, AvailableIsWhatTheCpuFlagsSay) {
 TEST(MatmulQ8Isa, BadChoicesAreErrorsThatNameWhatIsAvailable) {
   IsaGuard restore;
   const std::string before = backend_cpu_isa();
-  for (const char* name : {"amx", "sse2", ""}) {
+  for (const char* name : {"amx512", "sse2", ""}) {
     const Status st = backend_cpu_select_isa(name);
     ASSERT_FALSE(st.is_ok()) << name;
     EXPECT_NE(st.message().find("--isa"), std::string::npos) << st.message();
     EXPECT_EQ(backend_cpu_isa(), before) << name;  // unchanged
   }
-  EXPECT_NE(backend_cpu_select_isa("amx").message().find("available here: scalar"), std::string::npos);
+  EXPECT_NE(backend_cpu_select_isa("avx1024").message().find("available here: scalar"), std::string::npos);
   ASSERT_TRUE(backend_cpu_select_isa("auto").is_ok());
   ASSERT_TRUE(backend_cpu_select_isa("scalar").is_ok());  // every build and CPU
   EXPECT_STREQ(backend_cpu_isa(), "scalar");

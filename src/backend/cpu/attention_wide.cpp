@@ -16,7 +16,10 @@ namespace agentkv::cpu {
 
 #if AGENTKV_WIDE_ATTENTION
 
-bool attention_wide() { return q8_isa() == Q8Isa::kAvx512; }
+bool attention_wide() {
+  const Q8Isa isa = q8_isa();
+  return isa == Q8Isa::kAvx512 || isa == Q8Isa::kAmx || isa == Q8Isa::kAmxEmulated;
+}
 
 #pragma GCC push_options
 #pragma GCC target("avx512f")

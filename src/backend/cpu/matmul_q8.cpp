@@ -14,10 +14,16 @@
 // AVX2 emulation, or scalar code: matmul_q8_body.inc is compiled once per
 // instruction set, and the kernel is chosen at run time (select_q8_isa), so
 // one build runs on any x86-64-v3 CPU and uses VNNI where the CPU has it.
+// The AMX variant is the AVX512-VNNI one with full tiles of 16 rows on
+// AMX-INT8 tiles (amx_tiles.h); "amx-emulated" runs that kernel with the
+// tiles emulated in software, so that its layout and order are tested on any
+// AVX-512 CPU.
 #include "backend/cpu/matmul_q8.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 #include <algorithm>
@@ -25,9 +31,12 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
+#include "backend/cpu/amx_tiles.h"
 #include "backend/cpu/matmul_quant_blocks.h"
 #include "backend/cpu/simd.h"
+#include "util/log.h"
 
 namespace agentkv::cpu {
 namespace {
@@ -103,6 +112,17 @@ inline int32_t load_i32(const void* p) {
 #undef AGENTKV_Q8_NS
 #undef AGENTKV_Q8_VNNI
 #pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")
+#define AGENTKV_Q8_NS q8_amx
+#define AGENTKV_Q8_VNNI 512
+#define AGENTKV_Q8_AMX 1
+#include "backend/cpu/matmul_q8_body.inc"
+#undef AGENTKV_Q8_NS
+#undef AGENTKV_Q8_VNNI
+#undef AGENTKV_Q8_AMX
+#pragma GCC pop_options
 #endif
 #undef AGENTKV_Q8_SIMD
 #endif  // AGENTKV_AVX2
@@ -127,6 +147,10 @@ Kernels kernels_of(Q8Isa isa) {
       return {q8_avxvnni::quantize_rows, q8_avxvnni::gemm_rows};
     case Q8Isa::kAvx512:
       return {q8_avx512::quantize_rows, q8_avx512::gemm_rows};
+    case Q8Isa::kAmxEmulated:
+      return {q8_amx::quantize_rows, q8_amx::gemm_rows_emulated};
+    case Q8Isa::kAmx:
+      return {q8_amx::quantize_rows, q8_amx::gemm_rows};
 #endif
     default:
       return {};
@@ -143,6 +167,28 @@ bool cpuid_avx_vnni() {
   if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
   return (a >> 4) & 1u;
 }
+
+// AMX-TILE and AMX-INT8: CPUID.(EAX=7,ECX=0):EDX bits 24 and 25.
+bool cpuid_amx_int8() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return ((d >> 24) & 1u) && ((d >> 25) & 1u);
+}
+
+// Linux gives a process the tile data state only on request
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); a tile instruction
+// before it is SIGILL. Asked once for the process; a refusal is logged once
+// and AMX is then not available (auto falls back to the next ISA).
+bool os_grants_amx() {
+  static const bool granted = [] {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return true;
+    AKV_LOG_WARN("AMX: the CPU has AMX-INT8 but the kernel refused the tile state (arch_prctl ",
+                 "ARCH_REQ_XCOMP_PERM; Linux 5.16+ grants it); the q8 kernels use AVX512-VNNI");
+    return false;
+  }();
+  return granted;
+}
 #endif
 
 bool cpu_has(Q8Isa isa) {
@@ -156,10 +202,13 @@ bool cpu_has(Q8Isa isa) {
     case Q8Isa::kAvxVnni:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_avx_vnni();
     case Q8Isa::kAvx512:
+    case Q8Isa::kAmxEmulated:  // the AVX512-VNNI kernels with tiles in software
       // libgcc checks XCR0 too: the OS saves the AVX-512 state.
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    case Q8Isa::kAmx:
+      return cpu_has(Q8Isa::kAvx512) && cpuid_amx_int8() && os_grants_amx();
   }
   return false;
 #else
@@ -167,12 +216,14 @@ bool cpu_has(Q8Isa isa) {
 #endif
 }
 
-constexpr Q8Isa kAll[] = {Q8Isa::kScalar, Q8Isa::kAvx2, Q8Isa::kAvxVnni, Q8Isa::kAvx512};
+constexpr Q8Isa kAll[] = {Q8Isa::kScalar, Q8Isa::kAvx2,        Q8Isa::kAvxVnni,
+                          Q8Isa::kAvx512, Q8Isa::kAmxEmulated, Q8Isa::kAmx};
 
 Q8Isa best() {
   Q8Isa b = Q8Isa::kScalar;
   for (Q8Isa i : kAll) {
-    if (q8_isa_available(i)) b = i;  // kAll is in increasing order of preference
+    // kAll is in increasing order of preference; the emulation is for tests.
+    if (i != Q8Isa::kAmxEmulated && q8_isa_available(i)) b = i;
   }
   return b;
 }
@@ -201,6 +252,10 @@ const char* q8_isa_name(Q8Isa isa) {
       return "avxvnni";
     case Q8Isa::kAvx512:
       return "avx512";
+    case Q8Isa::kAmxEmulated:
+      return "amx-emulated";
+    case Q8Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
@@ -223,10 +278,6 @@ Status select_q8_isa(std::string_view name) {
   for (Q8Isa i : kAll) {
     if (q8_isa_available(i)) here += std::string(here.empty() ? "" : ", ") + q8_isa_name(i);
   }
-  if (name == "amx") {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "--isa amx: this build has no AMX-INT8 kernels yet; available here: ", here);
-  }
   for (Q8Isa i : kAll) {
     if (name != q8_isa_name(i)) continue;
     if (!q8_isa_built(i)) {
@@ -234,19 +285,27 @@ Status select_q8_isa(std::string_view name) {
                         "it needs GCC and an x86-64-v3 baseline); available here: ", here);
     }
     if (!cpu_has(i)) {
-      return make_error(ErrorCode::kInvalidArgument, "--isa ", name,
-                        ": this CPU lacks it (see lscpu's flags: ",
-                        i == Q8Isa::kAvx512    ? "avx512f avx512bw avx512vl avx512_vnni"
-                        : i == Q8Isa::kAvxVnni ? "avx_vnni"
-                                               : "avx2 fma",
-                        "); available here: ", here);
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (i == Q8Isa::kAmx && cpu_has(Q8Isa::kAvx512) && cpuid_amx_int8()) {
+        return make_error(ErrorCode::kInvalidArgument, "--isa amx: the kernel refused this process the tile ",
+                          "state (arch_prctl ARCH_REQ_XCOMP_PERM needs Linux 5.16+); available here: ", here);
+      }
+#endif
+      return make_error(
+          ErrorCode::kInvalidArgument, "--isa ", name, ": this CPU lacks it (see lscpu's flags: ",
+          i == Q8Isa::kAmx ? "avx512f avx512bw avx512vl avx512_vnni amx_tile amx_int8"
+          : i == Q8Isa::kAvx512 || i == Q8Isa::kAmxEmulated ? "avx512f avx512bw avx512vl avx512_vnni"
+          : i == Q8Isa::kAvxVnni                            ? "avx_vnni"
+                                                            : "avx2 fma",
+          "); available here: ", here);
     }
     g_isa.store(static_cast<int>(i), std::memory_order_release);
     return Status::ok();
   }
   return make_error(
       ErrorCode::kInvalidArgument, "--isa ", name,
-      ": unknown (expected auto, scalar, avx2, avxvnni, avx512 or amx); available here: ", here);
+      ": unknown (expected auto, scalar, avx2, avxvnni, avx512, amx or amx-emulated); available here: ",
+      here);
 }
 
 bool q8_supports(uint32_t type) { return type == kQ4_0 || type == kQ4_1 || type == kQ8_0; }

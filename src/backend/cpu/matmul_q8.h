@@ -43,7 +43,10 @@ bool q8_supports(uint32_t type);
 
 // The instruction set the q8 kernels run on, chosen at run time: every one
 // computes the same bits (exact integer block sums, one float order).
-enum class Q8Isa { kScalar, kAvx2, kAvxVnni, kAvx512 };
+// kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8. kAmxEmulated:
+// the same kernel with the tile instructions emulated in software (slow; for
+// tests of that kernel on CPUs without AMX; auto never takes it).
+enum class Q8Isa { kScalar, kAvx2, kAvxVnni, kAvx512, kAmxEmulated, kAmx };
 const char* q8_isa_name(Q8Isa isa);
 // Compiled into this build.
 bool q8_isa_built(Q8Isa isa);
@@ -51,9 +54,9 @@ bool q8_isa_built(Q8Isa isa);
 bool q8_isa_available(Q8Isa isa);
 // The kernels in use: the best available unless select_q8_isa chose one.
 Q8Isa q8_isa();
-// "auto" (the best available), or a name of q8_isa_name; "amx" is accepted as
-// a name and refused (no AMX kernels yet). An ISA this build or CPU lacks is
-// an error that says which are available. Call before work starts: it
+// "auto" (the best available), or a name of q8_isa_name. An ISA this build
+// or CPU lacks (or AMX where the OS refuses the tile state) is an error that
+// says which are available. Call before work starts: it
 // changes the kernels of every backend in the process.
 Status select_q8_isa(std::string_view name);
 
