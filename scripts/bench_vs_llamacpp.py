@@ -8,7 +8,9 @@ context, llama-bench's -d), alternating which goes first, so machine noise
 hits both alike. llama-bench runs with -fa 0,1 and keeps the faster of the
 two per test. With --act-quant f32,q8 agentkv runs once per activation
 mode (f32: exact products; q8: 8-bit activations and integer dot products,
-as llama.cpp computes). The table gives medians over the rounds and the ratio
+as llama.cpp computes). A mode may name the q8 kernels' instruction set,
+`q8@avx512` or `q8@amx` (`--isa`), so that ISAs run interleaved in one
+run (issue 31). The table gives medians over the rounds and the ratio
 agentkv / llama.cpp per mode; with --plot, a bar chart of the ratios.
 
 Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
@@ -39,10 +41,11 @@ def run(cmd):
     return r.stdout
 
 
-def ours(a, model, act_quant):
+def ours(a, model, mode):
+    act_quant, _, isa = mode.partition("@")
     out = run([a.agentkv, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
                "--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens,
-               "--kv-dtype", a.kv_dtype, "--act-quant", act_quant])
+               "--kv-dtype", a.kv_dtype, "--act-quant", act_quant] + (["--isa", isa] if isa else []))
     return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in map(ROW.match, out.splitlines()) if m}
 
 
@@ -84,7 +87,8 @@ def main():
     ap.add_argument("--decode-ctx", default="512")
     ap.add_argument("--decode-tokens", default="128")
     ap.add_argument("--kv-dtype", default="f16", choices=["f16", "f32"], help="both engines' KV cache type")
-    ap.add_argument("--act-quant", default="f32", help="agentkv's activation modes, comma-separated: f32, q8")
+    ap.add_argument("--act-quant", default="f32",
+                    help="agentkv's activation modes, comma-separated: f32, q8, or q8@ISA (e.g. q8@avx512,q8@amx)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
     ap.add_argument("--llama-bin", default=LLAMA_BIN, help="directory of llama-bench (scripts/setup_bench.sh)")
@@ -97,8 +101,8 @@ def main():
             sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0 and Q8_0 files")
     modes = a.act_quant.split(",")
     for q in modes:
-        if q not in ("f32", "q8"):
-            sys.exit(f"--act-quant: {q} is not f32 or q8")
+        if q.partition("@")[0] not in ("f32", "q8"):
+            sys.exit(f"--act-quant: {q} is not f32, q8 or q8@ISA")
     engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes] + [("llama.cpp", peer)]
     res = {}  # (type, engine) -> {(test, threads): [tok/s]}
     load0 = os.getloadavg()
