@@ -255,12 +255,11 @@ std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg);
 // keeps no f32 copy of matrices of these types (LoadOptions::packed_only).
 bool backend_cpu_reads_packed(uint32_t type);
 // The instruction set of the CPU backend's q8 kernels: "auto" (the best this
-// CPU runs) or scalar, avx2, avxvnni, avx512, amx (avx512 with prefill rows in
-// AMX-INT8 tiles), amx-emulated (that kernel with the tiles emulated, for
-// tests; never auto's choice). At avx512 and both amx, attention's q·K and P·V
-// run on 512-bit vectors too (cpu/attention_wide.h). Every one gives the same
-// bits. An error names the ones available. Call before any backend works: it
-// applies to the whole process.
+// CPU runs but amx) or scalar, avx2, avxvnni, avx512, amx (avx512 with prefill
+// rows in AMX-INT8 tiles; opt-in until it has run on AMX hardware),
+// amx-emulated (that kernel with the tiles emulated, for tests). At avx512 and both amx, attention's q·K and
+// P·V run on 512-bit vectors too (cpu/attention_wide.h). Every one gives the same bits. An error names the
+// ones available. Call before any backend works: it applies to the whole process.
 Status backend_cpu_select_isa(std::string_view name);
 // The one in use, by name.
 const char* backend_cpu_isa();

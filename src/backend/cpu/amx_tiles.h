@@ -65,6 +65,7 @@ struct EmuTiles {
     std::memset(s.t, 0, sizeof s.t);  // LDTILECFG zeroes every tile
     s.configured = true;
   }
+  static void release() { state().configured = false; }  // TILERELEASE
   // TILELOADD: rows x colsb bytes at p + r * stride; the rest of the tile zero.
   static void load(int t, const void* p, int64_t stride) {
     State& s = state();
@@ -127,15 +128,20 @@ struct EmuTiles {
 #pragma GCC push_options
 #pragma GCC target("amx-tile,amx-int8")
 struct HwTiles {
-  // LDTILECFG is per thread; the process asked the OS for the tile state
-  // before this ISA was chosen (matmul_q8.cpp).
+  // LDTILECFG at the start of every product and TILERELEASE at its end: the
+  // tile configuration is neither caller- nor callee-saved, so other AMX
+  // code on the thread (a BLAS) may have changed or released it since, and
+  // a released thread carries no tile state through context switches. The
+  // process asked the OS for the tile state before this ISA was chosen
+  // (matmul_q8.cpp).
   static void configure() {
-    thread_local bool done = false;
-    if (done) return;
     static const TileConfig cfg = kernel_config();
     _tile_loadconfig(&cfg);
-    done = true;
   }
+  static void release() { _tile_release(); }
+  // GCC's tileloadd carries no memory input: the compiler fence keeps the
+  // panel's and the activations' stores before it, however it inlines.
+  static void fence() { asm volatile("" ::: "memory"); }
   template <int s>
   static void zero_c() {
     if constexpr (s == 0)
@@ -145,6 +151,7 @@ struct HwTiles {
   }
   template <int s>
   static void load_a(const int8_t* p, int64_t stride) {
+    fence();
     if constexpr (s == 0)
       _tile_loadd(2, p, stride);
     else
@@ -152,6 +159,7 @@ struct HwTiles {
   }
   template <int s>
   static void load_b(const uint8_t* p) {
+    fence();
     if constexpr (s == 0)
       _tile_loadd(4, p, kN * 4);
     else

@@ -177,14 +177,15 @@ bool cpuid_amx_int8() {
 
 // Linux gives a process the tile data state only on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); a tile instruction
-// before it is SIGILL. Asked once for the process; a refusal is logged once
-// and AMX is then not available (auto falls back to the next ISA).
+// before it is SIGILL. Asked once for the process, and only when amx is
+// asked for (--isa amx, or an error listing what is available); a refusal
+// is logged once and AMX is then not available.
 bool os_grants_amx() {
   static const bool granted = [] {
     constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
     if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return true;
     AKV_LOG_WARN("AMX: the CPU has AMX-INT8 but the kernel refused the tile state (arch_prctl ",
-                 "ARCH_REQ_XCOMP_PERM; Linux 5.16+ grants it); the q8 kernels use AVX512-VNNI");
+                 "ARCH_REQ_XCOMP_PERM; Linux 5.16+ grants it): amx is not available");
     return false;
   }();
   return granted;
@@ -219,11 +220,14 @@ bool cpu_has(Q8Isa isa) {
 constexpr Q8Isa kAll[] = {Q8Isa::kScalar, Q8Isa::kAvx2,        Q8Isa::kAvxVnni,
                           Q8Isa::kAvx512, Q8Isa::kAmxEmulated, Q8Isa::kAmx};
 
+// auto's choice. Not amx (opt-in, --isa amx, until its tile instructions
+// have run on AMX hardware: they were written on a CPU without AMX), nor the
+// emulation (for tests). So auto never asks the OS for the tile state.
 Q8Isa best() {
   Q8Isa b = Q8Isa::kScalar;
   for (Q8Isa i : kAll) {
-    // kAll is in increasing order of preference; the emulation is for tests.
-    if (i != Q8Isa::kAmxEmulated && q8_isa_available(i)) b = i;
+    // kAll is in increasing order of preference.
+    if (i != Q8Isa::kAmxEmulated && i != Q8Isa::kAmx && q8_isa_available(i)) b = i;
   }
   return b;
 }
@@ -274,21 +278,27 @@ Status select_q8_isa(std::string_view name) {
     g_isa.store(static_cast<int>(best()), std::memory_order_release);
     return Status::ok();
   }
-  std::string here;
-  for (Q8Isa i : kAll) {
-    if (q8_isa_available(i)) here += std::string(here.empty() ? "" : ", ") + q8_isa_name(i);
-  }
+  // The ones available, for an error only: asking about amx asks the OS for
+  // the tile state, which a process that chose another ISA should not hold.
+  auto available_here = [] {
+    std::string here;
+    for (Q8Isa i : kAll) {
+      if (q8_isa_available(i)) here += std::string(here.empty() ? "" : ", ") + q8_isa_name(i);
+    }
+    return here;
+  };
   for (Q8Isa i : kAll) {
     if (name != q8_isa_name(i)) continue;
     if (!q8_isa_built(i)) {
       return make_error(ErrorCode::kInvalidArgument, "--isa ", name, ": not compiled into this build (",
-                        "it needs GCC and an x86-64-v3 baseline); available here: ", here);
+                        "it needs GCC and an x86-64-v3 baseline); available here: ", available_here());
     }
     if (!cpu_has(i)) {
 #if defined(__x86_64__) && defined(__GNUC__)
       if (i == Q8Isa::kAmx && cpu_has(Q8Isa::kAvx512) && cpuid_amx_int8()) {
-        return make_error(ErrorCode::kInvalidArgument, "--isa amx: the kernel refused this process the tile ",
-                          "state (arch_prctl ARCH_REQ_XCOMP_PERM needs Linux 5.16+); available here: ", here);
+        return make_error(
+            ErrorCode::kInvalidArgument, "--isa amx: the kernel refused this process the tile ",
+            "state (arch_prctl ARCH_REQ_XCOMP_PERM needs Linux 5.16+); available here: ", available_here());
       }
 #endif
       return make_error(
@@ -297,7 +307,7 @@ Status select_q8_isa(std::string_view name) {
           : i == Q8Isa::kAvx512 || i == Q8Isa::kAmxEmulated ? "avx512f avx512bw avx512vl avx512_vnni"
           : i == Q8Isa::kAvxVnni                            ? "avx_vnni"
                                                             : "avx2 fma",
-          "); available here: ", here);
+          "); available here: ", available_here());
     }
     g_isa.store(static_cast<int>(i), std::memory_order_release);
     return Status::ok();
@@ -305,7 +315,7 @@ Status select_q8_isa(std::string_view name) {
   return make_error(
       ErrorCode::kInvalidArgument, "--isa ", name,
       ": unknown (expected auto, scalar, avx2, avxvnni, avx512, amx or amx-emulated); available here: ",
-      here);
+      available_here());
 }
 
 bool q8_supports(uint32_t type) { return type == kQ4_0 || type == kQ4_1 || type == kQ8_0; }

@@ -43,9 +43,10 @@ bool q8_supports(uint32_t type);
 
 // The instruction set the q8 kernels run on, chosen at run time: every one
 // computes the same bits (exact integer block sums, one float order).
-// kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8. kAmxEmulated:
-// the same kernel with the tile instructions emulated in software (slow; for
-// tests of that kernel on CPUs without AMX; auto never takes it).
+// kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8 (opt-in: auto
+// does not take it until it has run on AMX hardware). kAmxEmulated: the same
+// kernel with the tile instructions emulated in software (slow; for tests of
+// that kernel on CPUs without AMX; auto never takes it).
 enum class Q8Isa { kScalar, kAvx2, kAvxVnni, kAvx512, kAmxEmulated, kAmx };
 const char* q8_isa_name(Q8Isa isa);
 // Compiled into this build.
