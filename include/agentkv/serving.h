@@ -183,6 +183,10 @@ struct ServingOptions {
   bool prefix_caching = true;
   std::string kv_sharing = "none";    // default scheme: a name sharing_scheme_find() knows
   KvSharingParams kv_sharing_params;  // defaults of the schemes' parameters (unset: the schemes' own)
+  // A per-model defaults file (sharing/scheme_defaults.h; "" = none): per
+  // scheme, its parameters chosen on this model's fidelity curve. They apply
+  // where neither the request nor kv_sharing_params sets a field.
+  std::string scheme_defaults;
   // Frozen segments are evicted, least hit first, when an allocation would
   // put the used KV blocks (frozen ones included) above this fraction of the pool.
   double segment_watermark = 0.9;

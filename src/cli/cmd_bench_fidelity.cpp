@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "sharing/scheme.h"
+#include "util/file_id.h"
 #include "workloads/fidelity.h"
 #include "workloads/scheme_spec.h"
 
@@ -60,16 +61,22 @@ nlohmann::json row_json(const std::string& task, const FidelityRow& r) {
           {"kls", r.kls},           {"reuses", r.reuses}};
 }
 
-// One line of --requests-out: what replays a scheme's run of a prompt on a
-// server (scripts/audit_vs_bench.py), and what it gave here.
-nlohmann::json request_json(const std::string& task, const FidelityRequestLog& r) {
-  nlohmann::json sharing = {{"scheme", r.scheme->scheme}};
-  const KvSharingParams& p = r.scheme->params;
+// A scheme setting as the API's kv_sharing object: its name and the
+// parameters the setting names (the others are the server's defaults).
+nlohmann::json sharing_json(const std::string& scheme, const KvSharingParams& p) {
+  nlohmann::json sharing = {{"scheme", scheme}};
   for (const KvSharingField& f : kKvSharingFields) {
     if (f.integer && (p.*f.integer)) sharing[f.name] = *(p.*f.integer);
     if (f.real && (p.*f.real)) sharing[f.name] = *(p.*f.real);
     if (f.list && (p.*f.list)) sharing[f.name] = *(p.*f.list);
   }
+  return sharing;
+}
+
+// One line of --requests-out: what replays a scheme's run of a prompt on a
+// server (scripts/audit_vs_bench.py), and what it gave here.
+nlohmann::json request_json(const std::string& task, const FidelityRequestLog& r) {
+  const nlohmann::json sharing = sharing_json(r.scheme->scheme, r.scheme->params);
   return {{"task", task},
           {"prompt_index", r.prompt_index},
           {"label", r.scheme->label},
@@ -132,6 +139,9 @@ void run(FidelityArgs a) {
   }
   nlohmann::json j;
   j["model"] = a.o.model_path;
+  // The model's content id: tools/scheme_defaults.py writes it into the
+  // per-model defaults that serve finds by it.
+  if (auto id = file_content_id(a.o.model_path); id.is_ok()) j["model_id"] = *id;
   j["threads"] = a.o.n_threads;
   j["prompts"] = a.o.tasks.n_prompts;
   j["gen_tokens"] = a.o.gen_tokens;
@@ -155,7 +165,11 @@ void run(FidelityArgs a) {
                           {"docs", t.n_docs},
                           {"doc_tokens", t.doc_tokens}});
     j["rows"].push_back(row_json(t.kind, rep->full));
-    for (const FidelityRow& r : rep->rows) j["rows"].push_back(row_json(t.kind, r));
+    for (size_t k = 0; k < rep->rows.size(); ++k) {
+      nlohmann::json row = row_json(t.kind, rep->rows[k]);
+      row["kv_sharing"] = sharing_json(o.schemes[k].scheme, o.schemes[k].params);
+      j["rows"].push_back(std::move(row));
+    }
   }
   if (shapes.size() > 1) {
     // Each task weighs the same, whatever its prompt count or length.

@@ -35,6 +35,7 @@
 #include "server/serve_config.h"
 #include "sharing/profile_dir.h"
 #include "sharing/scheme.h"
+#include "sharing/scheme_defaults.h"
 #include "util/file_id.h"
 
 namespace agentkv::cli {
@@ -259,7 +260,8 @@ void restore_segments(ServingEngine& engine, const std::string& dir, const std::
 Status find_profiles(ServeArgs& a, std::string* model_id) {
   const bool relay = a.engine.relay_profile.empty();
   const bool droidspeak = a.engine.droidspeak_profile.empty() && !a.engine.kv_sharing_params.critical_layers;
-  if (a.profile_dir.empty() || (!relay && !droidspeak)) return Status::ok();
+  const bool defaults = a.engine.scheme_defaults.empty();
+  if (a.profile_dir.empty() || (!relay && !droidspeak && !defaults)) return Status::ok();
   if (model_id->empty()) {
     AKV_ASSIGN_OR_RETURN(*model_id, file_content_id(a.engine.model_path));
   }
@@ -290,6 +292,18 @@ Status find_profiles(ServeArgs& a, std::string* model_id) {
   };
   report(relay, a.engine.relay_profile, "relay", a.engine.relay_snapshots);
   report(droidspeak, a.engine.droidspeak_profile, "droidspeak", a.engine.droidspeak_snapshots);
+  if (defaults) {
+    a.engine.scheme_defaults =
+        find_profile(a.profile_dir, kSchemeDefaultsSuffix, kSchemeDefaultsFormat, *model_id);
+    if (a.engine.scheme_defaults.empty()) {
+      std::fprintf(
+          stderr, "agentkv: no scheme defaults of this model in '%s': the schemes' built-in defaults apply\n",
+          a.profile_dir.c_str());
+    } else {
+      std::fprintf(stderr, "agentkv: scheme defaults %s (found by model id)\n",
+                   a.engine.scheme_defaults.c_str());
+    }
+  }
   return Status::ok();
 }
 

@@ -203,12 +203,18 @@ void add_scheme_flags(CLI::App* cmd, ServeArgs* a) {
       "--no-flash-lora", [&e](int64_t) { e.flash_lora = false; },
       "LRAgent: attend over V expanded from the LR cache each step instead of Flash-LoRA-Attention (for "
       "comparison)");
-  cmd->add_option(
-         "--profile-dir", a->profile_dir,
-         "where --relay-profile and --droidspeak-profile are looked for by model id when not given (their "
-         "layers become the defaults; hidden-state snapshots only where --kv-sharing is that scheme); '' "
-         "looks nowhere")
+  cmd->add_option("--profile-dir", a->profile_dir,
+                  "where --relay-profile, --droidspeak-profile and --scheme-defaults are looked for by model "
+                  "id when not "
+                  "given (their layers and settings become the defaults; hidden-state snapshots only where "
+                  "--kv-sharing "
+                  "is that scheme); '' looks nowhere")
       ->capture_default_str();
+  cmd->add_option("--scheme-defaults", e.scheme_defaults,
+                  "per-model defaults of the scheme parameters (tools/scheme_defaults.py writes one from a "
+                  "bench-fidelity run of this model): each scheme's setting chosen on this model's curve, "
+                  "below a request's own and the flags above")
+      ->check(CLI::ExistingFile);
   cmd->add_option(
          "--droidspeak-profile", e.droidspeak_profile,
          "droidspeak: the critical-layer profile of this model (agentkv profile-droidspeak writes one); its "

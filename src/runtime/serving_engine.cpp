@@ -76,8 +76,10 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     AKV_ASSIGN_OR_RETURN(scheme, sharing_scheme_find(req.kv_sharing));
   }
   AKV_RETURN_IF_ERROR(scheme->check_params(req.kv_sharing_params));
-  // Unset parameters take the engine's defaults (planners read only their own).
-  const KvSharingParams params = req.kv_sharing_params.with_defaults(opts_.kv_sharing_params);
+  // Unset parameters take the engine's defaults (planners read only their
+  // own), then the model's defaults for the scheme, then the scheme's own.
+  const KvSharingParams params =
+      resolve_params(req.kv_sharing_params, opts_.kv_sharing_params, scheme_defaults_, *scheme);
   AKV_RETURN_IF_ERROR(scheme->check_model(params, model_->spec.n_layers));
   // Prompt logprobs need every prompt row computed: no segment reuse there.
   PlanContext pc{adapter.get(), req.prompt, &params, adapter ? adapters_.shared_a_peers(*adapter) : 0,

@@ -38,6 +38,7 @@
 #include "runtime/stop_matcher.h"
 #include "sched/scheduler.h"
 #include "sharing/scheme.h"
+#include "sharing/scheme_defaults.h"
 #include "util/file_id.h"
 
 namespace agentkv {
@@ -350,6 +351,9 @@ class ServingEngineImpl final : public ServingEngine {
   //  - captures: the influence score, and the hidden state entering
   //    capture_layer_ (null while no scheme gave a layer to capture at).
   KvComponentRegistry components_;
+  // Per-model defaults of the schemes' parameters (opts_.scheme_defaults),
+  // between the server's options and the schemes' own.
+  SchemeDefaults scheme_defaults_;
   KvComponent* owner_ = nullptr;
   KvComponent* owner_hidden_ = nullptr;
   int32_t owner_layer_ = -1;

@@ -57,6 +57,9 @@ class SharingScheme {
   // of range or a parameter this scheme does not take. The exact schemes
   // take none.
   virtual Status check_params(const KvSharingParams& p) const;
+  // The scheme whose parameters this one takes (a composition: its
+  // segment-reuse part), for per-scheme defaults.
+  virtual const SharingScheme* params_scheme() const { return this; }
   // Checks the parameters, defaults filled in, against the model: layer
   // indexes within its n_layers, the ones the scheme needs present.
   virtual Status check_model(const KvSharingParams& p, int32_t n_layers) const {

@@ -38,6 +38,7 @@ class SchemeComposed final : public SharingScheme {
   }
   // The parameters are the reuse scheme's: the exact schemes take none.
   Status check_params(const KvSharingParams& p) const override { return reuse_->check_params(p); }
+  const SharingScheme* params_scheme() const override { return reuse_; }
   Status check_model(const KvSharingParams& p, int32_t n_layers) const override {
     return reuse_->check_model(p, n_layers);
   }
