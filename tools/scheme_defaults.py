@@ -5,7 +5,7 @@ the file `agentkv serve` loads: found by model id in --profile-dir
 (profiles/<model>.defaults.json), or named with --scheme-defaults.
 
   tools/scheme_defaults.py RESULTS.json [RESULTS2.json ...] --out FILE \\
-      [--task retrieval] [--max-loss 5] [--max-kl 0.05] [--command TEXT]
+      [--task retrieval] [--max-loss 5] [--max-kl 0.05] [--command TEXT] [--merge]
 
 The rule (docs/benchmarks.md, "Segment-reuse defaults from a retrieval task
 the model solves"): a scheme's default is its cheapest swept setting (the
@@ -15,7 +15,10 @@ and whose mean KL against full is at most --max-kl nats. A scheme none of
 whose settings qualifies gets no entry (its built-in default applies) and is
 listed under "no_setting". Run it on a task that full recomputation solves,
 or accuracy says nothing. Several files (other seeds) are pooled by label.
-Standard library only.
+--merge adds this run's schemes to an existing --out file of the same model
+(a scheme measured on another task: relay needs decode-phase K/V, which the
+retrieval task's documents are not); each entry records its task. Standard
+library only.
 """
 import argparse
 import json
@@ -92,23 +95,37 @@ def main(argv=None):
     p.add_argument("--max-loss", type=float, default=5.0, help="accuracy points below full allowed (default 5)")
     p.add_argument("--max-kl", type=float, default=0.05, help="mean KL against full allowed, nats (default 0.05)")
     p.add_argument("--command", default="", help="the command that made the results, recorded in the file")
+    p.add_argument("--merge", action="store_true",
+                   help="add this run's schemes to the existing --out file (same model) instead of replacing it")
     a = p.parse_args(argv)
     rows, model_id, model, task = load(a.results, a.task)
     best, none = choose(rows, a.max_loss, a.max_kl)
     n = len(rows["full"]["scores"])
+    rule = {"max_accuracy_loss_points": a.max_loss, "max_mean_kl": a.max_kl,
+            "choice": "the least K/V computed among the settings within both bounds"}
+    source = {"task": task, "prompts": n, "results": [os.path.basename(x) for x in a.results],
+              "command": a.command, "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     out = OrderedDict([
         ("format", FORMAT), ("version", 1),
         ("model", {"id": model_id, "name": os.path.splitext(os.path.basename(model))[0]}),
-        ("rule", {"task": task, "prompts": n,
-                  "max_accuracy_loss_points": a.max_loss, "max_mean_kl": a.max_kl,
-                  "choice": "the least K/V computed among the settings within both bounds"}),
-        ("source", {"results": [os.path.basename(x) for x in a.results], "command": a.command,
-                    "written": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}),
-        ("schemes", {s: b[1] for s, b in best.items()}),
-        ("chosen", {s: {"label": b[0], "kv_computed": round(b[2], 4), "mean_kl": round(b[3], 4),
-                        "accuracy_minus_full_points": round(b[4], 2)} for s, b in best.items()}),
-        ("no_setting", none),
-    ])
+        ("rule", rule), ("sources", [source]), ("schemes", {}), ("chosen", {}), ("no_setting", [])])
+    if a.merge and os.path.exists(a.out):
+        old = json.load(open(a.out), object_pairs_hook=OrderedDict)
+        if old.get("format") != FORMAT or old.get("model", {}).get("id") != model_id:
+            sys.exit(f"--merge: {a.out} is not a defaults file of this model ({model_id})")
+        if old.get("rule") != rule:
+            sys.exit(f"--merge: {a.out} was chosen under another rule ({old.get('rule')})")
+        out = old
+        out["sources"].append(source)
+        for s_ in list(best) + none:
+            out["schemes"].pop(s_, None), out["chosen"].pop(s_, None)
+            if s_ in out["no_setting"]:
+                out["no_setting"].remove(s_)
+    for s_, b in best.items():
+        out["schemes"][s_] = b[1]
+        out["chosen"][s_] = {"label": b[0], "task": task, "prompts": n, "kv_computed": round(b[2], 4),
+                             "mean_kl": round(b[3], 4), "accuracy_minus_full_points": round(b[4], 2)}
+    out["no_setting"] += none
     with open(a.out, "w") as f:
         json.dump(out, f, indent=2)
         f.write("\n")

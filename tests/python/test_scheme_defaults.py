@@ -52,12 +52,31 @@ def test_the_cheapest_setting_within_both_bounds_is_chosen(tmp_path):
                             "sparsex": {"ratio": 0.5}}
     assert d["no_setting"] == ["naive"]
     assert d["chosen"]["cacheblend"]["kv_computed"] == 0.3
-    assert d["rule"]["task"] == "retrieval" and d["rule"]["prompts"] == 4
+    assert d["chosen"]["cacheblend"]["task"] == "retrieval" and d["chosen"]["cacheblend"]["prompts"] == 4
     # Looser bounds let the cheaper settings in.
     r, d = choose(tmp_path, rows, "--max-loss", "30", "--max-kl", "0.1")
     assert r.returncode == 0, r.stderr
     assert d["schemes"]["epic"] == {"recompute_tokens": 16}
     assert d["schemes"]["sparsex"] == {"ratio": 0.15, "boundary_layer": 0}
+
+
+def test_merge_adds_a_scheme_measured_on_another_task(tmp_path):
+    full = row("full", [1, 1], [0, 0], [0, 0])
+    r, _ = choose(tmp_path, [full, row("epic:64", [1, 1], [0.01] * 2, [0.5] * 2, scheme="epic", recompute_tokens=64),
+                             row("naive", [0, 0], [0.3] * 2, [0.9] * 2, scheme="naive")])
+    assert r.returncode == 0, r.stderr
+    agents = [dict(x, task="agents") for x in (
+        full, row("relay", [0, 1], [0.06] * 2, [0.3] * 2, scheme="relay"),
+        row("relay:prefix_tokens=16", [1, 1], [0.03] * 2, [0.25] * 2, scheme="relay", prefix_tokens=16))]
+    r, d = choose(tmp_path, agents, "--merge")
+    assert r.returncode == 0, r.stderr
+    assert d["schemes"] == {"epic": {"recompute_tokens": 64}, "relay": {"prefix_tokens": 16}}
+    assert d["chosen"]["relay"]["task"] == "agents" and d["chosen"]["epic"]["task"] == "retrieval"
+    assert d["no_setting"] == ["naive"] and len(d["sources"]) == 2
+    r, _ = choose(tmp_path, agents, "--merge", model_id="other")
+    assert r.returncode != 0 and "not a defaults file of this model" in r.stderr
+    r, _ = choose(tmp_path, agents, "--merge", "--max-kl", "0.1")
+    assert r.returncode != 0 and "another rule" in r.stderr
 
 
 def test_results_it_cannot_judge_are_refused(tmp_path):
