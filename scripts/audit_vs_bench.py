@@ -138,7 +138,8 @@ def main(argv=None):
             raise SystemExit(f"audit-vs-bench: task {a.task}'s cache requests are forced decodes or run under "
                              f"{r['label']}; the completions API replays neither (use retrieval, passkey or a "
                              "RULER task, and a segment-reuse scheme other than relay)")
-    server = Server(a.bin, a.model, ["--fidelity-audit", "1", "--fidelity-audit-tokens", str(a.gen),
+    # The bench runs the schemes' built-in defaults: so does the server.
+    server = Server(a.bin, a.model, ["--no-scheme-defaults", "--fidelity-audit", "1", "--fidelity-audit-tokens", str(a.gen),
                                      "--max-batch-tokens", "16384", "--kv-cache-mb", "1024"], threads=a.threads)
     rows = {}
     try:

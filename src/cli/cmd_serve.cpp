@@ -260,7 +260,7 @@ void restore_segments(ServingEngine& engine, const std::string& dir, const std::
 Status find_profiles(ServeArgs& a, std::string* model_id) {
   const bool relay = a.engine.relay_profile.empty();
   const bool droidspeak = a.engine.droidspeak_profile.empty() && !a.engine.kv_sharing_params.critical_layers;
-  const bool defaults = a.engine.scheme_defaults.empty();
+  const bool defaults = a.engine.scheme_defaults.empty() && !a.no_scheme_defaults;
   if (a.profile_dir.empty() || (!relay && !droidspeak && !defaults)) return Status::ok();
   if (model_id->empty()) {
     AKV_ASSIGN_OR_RETURN(*model_id, file_content_id(a.engine.model_path));

@@ -24,6 +24,7 @@ struct ServeArgs {
   std::string segment_dir;  // --segment-dir: frozen segments saved at shutdown, restored at start
   std::string config_path;
   std::string profile_dir = "profiles";  // --profile-dir: relay/droidspeak profiles found by model id
+  bool no_scheme_defaults = false;       // --no-scheme-defaults: no per-model defaults file
   bool no_prefix_caching = false;
   cluster::KvEventPublisherOptions kv_events;  // endpoint "": no KV cache events
   cluster::RedisKvTierOptions kv_remote;       // url "": no remote tier

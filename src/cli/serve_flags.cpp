@@ -215,6 +215,11 @@ void add_scheme_flags(CLI::App* cmd, ServeArgs* a) {
                   "bench-fidelity run of this model): each scheme's setting chosen on this model's curve, "
                   "below a request's own and the flags above")
       ->check(CLI::ExistingFile);
+  cmd->add_flag(
+         "--no-scheme-defaults", a->no_scheme_defaults,
+         "no per-model defaults file, given or found: the schemes' built-in defaults, as the benches run "
+         "them (scripts/audit_vs_bench.py replays a bench so)")
+      ->excludes("--scheme-defaults");
   cmd->add_option(
          "--droidspeak-profile", e.droidspeak_profile,
          "droidspeak: the critical-layer profile of this model (agentkv profile-droidspeak writes one); its "

@@ -120,6 +120,9 @@ def test_serve_applies_the_models_defaults_below_the_request(start_server, tmp_p
         computed[name] = details["computed_token_layers"]
     # The file's 0 applies where the request names none, and a request's own value wins over it.
     assert computed["file"] == computed["zero"] < computed["sixty-four"], computed
+    # --no-scheme-defaults: the built-in defaults, as the benches run them.
+    s = start_server("--kv-cache-mb", 64, "--profile-dir", d, "--no-scheme-defaults")
+    assert "scheme defaults" not in s.log(200)
 
 
 def test_a_file_of_another_model_or_a_bad_one_stops_serve(serve_binary, model_path, tmp_path):
