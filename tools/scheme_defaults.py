@@ -72,6 +72,10 @@ def choose(rows, max_loss, max_kl):
         if label == "full":
             continue
         scheme = r["kv_sharing"]["scheme"]
+        if "+" in scheme:
+            # A composition's defaults are its reuse part's, measured alone.
+            print(f"skipped {label}: a composition (measure {scheme.split('+')[-1]} alone)", file=sys.stderr)
+            continue
         seen[scheme] = True
         if len(r["scores"]) != len(full) or len(r["reuses"]) != len(full):
             sys.exit(f"{label}: {len(r['scores'])} prompts against full's {len(full)}")
@@ -80,8 +84,13 @@ def choose(rows, max_loss, max_kl):
         compute = 1.0 - mean(r["reuses"])
         if loss < -max_loss or not kl <= max_kl:
             continue
-        if scheme not in best or compute < best[scheme][2]:
+        # The least compute; on a tie, the lower KL, then the smaller loss.
+        if scheme not in best or (compute, kl, -loss) < (best[scheme][2], best[scheme][3], -best[scheme][4]):
             params = {k: v for k, v in r["kv_sharing"].items() if k != "scheme"}
+            layers = sorted(set(params) & {"l_start", "l_det", "l_end", "critical_layers"})
+            if layers:  # serve refuses them in a defaults file: the profiles give layers
+                sys.exit(f"{label}: names layers ({', '.join(layers)}); a defaults file takes them from the "
+                         "scheme's profile: sweep the other parameters")
             best[scheme] = (label, params, compute, kl, loss)
     return best, [s for s in seen if s not in best]
 
@@ -98,6 +107,8 @@ def main(argv=None):
     p.add_argument("--merge", action="store_true",
                    help="add this run's schemes to the existing --out file (same model) instead of replacing it")
     a = p.parse_args(argv)
+    if a.max_loss < 0 or a.max_kl < 0:
+        p.error("--max-loss and --max-kl are bounds: >= 0")
     rows, model_id, model, task = load(a.results, a.task)
     best, none = choose(rows, a.max_loss, a.max_kl)
     n = len(rows["full"]["scores"])

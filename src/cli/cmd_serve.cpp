@@ -260,6 +260,11 @@ void restore_segments(ServingEngine& engine, const std::string& dir, const std::
 Status find_profiles(ServeArgs& a, std::string* model_id) {
   const bool relay = a.engine.relay_profile.empty();
   const bool droidspeak = a.engine.droidspeak_profile.empty() && !a.engine.kv_sharing_params.critical_layers;
+  if (a.no_scheme_defaults && !a.engine.scheme_defaults.empty()) {
+    // (the command line's excludes() cannot see a config file's entry)
+    return make_error(ErrorCode::kInvalidArgument, "--no-scheme-defaults and --scheme-defaults (",
+                      a.engine.scheme_defaults, ") exclude each other");
+  }
   const bool defaults = a.engine.scheme_defaults.empty() && !a.no_scheme_defaults;
   if (a.profile_dir.empty() || (!relay && !droidspeak && !defaults)) return Status::ok();
   if (model_id->empty()) {

@@ -35,18 +35,22 @@ Status ServingEngineImpl::configure_schemes() {
     AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts_.model_path));
     AKV_ASSIGN_OR_RETURN(scheme_defaults_, load_scheme_defaults(opts_.scheme_defaults, model_id));
     for (const auto& [name, p] : scheme_defaults_) {
-      // The file's own values are checked, and where a server-wide one (a
-      // flag, or a profile's layers) shadows one of them, that is said.
-      AKV_RETURN_IF_ERROR(sharing_scheme_get(name)
-                              ->check_model(p.with_defaults(opts_.kv_sharing_params), s.n_layers)
-                              .with_context("scheme defaults '" + opts_.scheme_defaults + "', " + name));
+      // The file's own values are checked against the model (what the
+      // server's defaults alone already fail, such as relay without a
+      // profile, is not the file's fault), and where a server flag shadows
+      // one of them, that is said.
+      const SharingScheme* scheme = sharing_scheme_get(name);
+      if (scheme->check_model(opts_.kv_sharing_params, s.n_layers).is_ok()) {
+        AKV_RETURN_IF_ERROR(scheme->check_model(p.with_defaults(opts_.kv_sharing_params), s.n_layers)
+                                .with_context("scheme defaults '" + opts_.scheme_defaults + "', " + name));
+      }
       for (const KvSharingField& f : kKvSharingFields) {
         const bool both = f.integer ? (p.*f.integer && opts_.kv_sharing_params.*f.integer)
                           : f.real  ? (p.*f.real && opts_.kv_sharing_params.*f.real)
                                     : (p.*f.list && opts_.kv_sharing_params.*f.list);
         if (both) {
           AKV_LOG_WARN("scheme defaults '", opts_.scheme_defaults, "': ", name, ".", f.name,
-                       " is overridden by the server's own default (a flag or a profile)");
+                       " is overridden by the server's flag");
         }
       }
     }

@@ -1,5 +1,6 @@
 #include "sharing/scheme_defaults.h"
 
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,29 @@ namespace {
 
 constexpr int64_t kMaxFileBytes = 1 << 20;  // a few KB in practice
 
+// An int32 from a JSON integer of either signedness; false when it is not
+// one or does not fit.
+bool read_int32(const nlohmann::json& x, int32_t* out) {
+  if (x.is_number_unsigned()) {
+    if (x.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return false;
+    *out = static_cast<int32_t>(x.get<uint64_t>());
+    return true;
+  }
+  if (!x.is_number_integer()) return false;
+  const int64_t v = x.get<int64_t>();
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) return false;
+  *out = static_cast<int32_t>(v);
+  return true;
+}
+
+// Layers come from a scheme's profile (relay's l_*, droidspeak's critical
+// layers), which the scheme reads before any file: a file's value would be
+// shadowed, and would come without the hidden-state snapshots a profile
+// sets up. So a defaults file may not name them.
+bool is_layer_field(std::string_view name) {
+  return name == "l_start" || name == "l_det" || name == "l_end" || name == "critical_layers";
+}
+
 // One scheme's parameters from its JSON object, by the API's field names.
 Status read_params(const nlohmann::json& o, const std::string& where, KvSharingParams* p) {
   for (const auto& item : o.items()) {
@@ -23,25 +47,20 @@ Status read_params(const nlohmann::json& o, const std::string& where, KvSharingP
       if (key == c.name) f = &c;
     }
     if (f == nullptr) return make_error(ErrorCode::kParse, where, ".", key, ": not a kv_sharing parameter");
-    const bool int32 = x.is_number_integer() && x.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
-                       x.get<int64_t>() <= std::numeric_limits<int32_t>::max();
+    if (is_layer_field(key)) {
+      return make_error(ErrorCode::kInvalidArgument, where, ".", key,
+                        ": layers come from the scheme's profile (--relay-profile, --droidspeak-profile or "
+                        "--droidspeak-layers), not from a defaults file");
+    }
+    int32_t n = 0;
     if (f->real) {
       if (!x.is_number()) return make_error(ErrorCode::kParse, where, ".", key, ": not a number");
       p->*f->real = x.get<double>();
     } else if (f->integer) {
-      if (!int32) return make_error(ErrorCode::kParse, where, ".", key, ": not a 32-bit integer");
-      p->*f->integer = static_cast<int32_t>(x.get<int64_t>());
+      if (!read_int32(x, &n)) return make_error(ErrorCode::kParse, where, ".", key, ": not a 32-bit integer");
+      p->*f->integer = n;
     } else {
-      if (!x.is_array() || x.size() > 4096)
-        return make_error(ErrorCode::kParse, where, ".", key, ": not a list");
-      std::vector<int32_t> v;
-      for (const nlohmann::json& e : x) {
-        if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
-            e.get<int64_t>() > std::numeric_limits<int32_t>::max())
-          return make_error(ErrorCode::kParse, where, ".", key, ": not a list of layer indexes");
-        v.push_back(static_cast<int32_t>(e.get<int64_t>()));
-      }
-      p->*f->list = std::move(v);
+      return make_error(ErrorCode::kParse, where, ".", key, ": not a parameter a defaults file sets");
     }
   }
   return Status::ok();
@@ -59,21 +78,26 @@ KvSharingParams resolve_params(const KvSharingParams& request, const KvSharingPa
 }
 
 Result<SchemeDefaults> load_scheme_defaults(const std::string& path, std::string_view model_id) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
+  const std::string where = "scheme defaults '" + path + "'";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
     return make_error(ErrorCode::kIo, "cannot read the scheme defaults '", path,
-                      "' (tools/scheme_defaults.py writes one from a bench-fidelity run)");
+                      "': not a file (tools/scheme_defaults.py writes one from a bench-fidelity run)");
   }
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size > static_cast<std::uintmax_t>(kMaxFileBytes))
+    return make_error(ErrorCode::kParse, where, ": larger than a defaults file (1 MiB)");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return make_error(ErrorCode::kIo, "cannot read the scheme defaults '", path, "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::string text = ss.str();
-  const std::string where = "scheme defaults '" + path + "'";
-  if (static_cast<int64_t>(text.size()) > kMaxFileBytes)
-    return make_error(ErrorCode::kParse, where, ": too large");
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return make_error(ErrorCode::kParse, where, ": not a JSON object");
-  if (j.value("format", "") != kSchemeDefaultsFormat)
+  if (!j.contains("format") || !j["format"].is_string() ||
+      j["format"].get<std::string>() != kSchemeDefaultsFormat)
     return make_error(ErrorCode::kParse, where, ": format is not ", kSchemeDefaultsFormat);
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
+    return make_error(ErrorCode::kParse, where, ": unsupported version (this build reads version 1)");
   const auto model = j.find("model");
   if (model == j.end() || !model->is_object() || !model->contains("id") || !(*model)["id"].is_string())
     return make_error(ErrorCode::kParse, where, ": model.id is missing");

@@ -6,8 +6,10 @@
 // model id in --profile-dir, or is given one with --scheme-defaults.
 //
 // Precedence of a request's parameter: the request's own, then the server's
-// options (--ratio ...), then this file's entry for the request's scheme,
-// then the scheme's built-in default.
+// options (--reuse-ratio ..., and the layers of relay's and droidspeak's
+// profiles), then this file's entry for the request's scheme, then the
+// scheme's built-in default. A file names no layers: those are the
+// profiles'.
 #pragma once
 
 #include <map>

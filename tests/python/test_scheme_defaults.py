@@ -128,8 +128,10 @@ def test_serve_applies_the_models_defaults_below_the_request(start_server, tmp_p
 def test_a_file_of_another_model_or_a_bad_one_stops_serve(serve_binary, model_path, tmp_path):
     for schemes, model_id, says in (({}, "0" * 32, "measured on another model"),
                                     ({"epic": {"ratio": 0.5}}, MODEL_ID, "ratio"),
-                                    # a layer past the model's, though the profile's layers would shadow it
-                                    ({"droidspeak": {"critical_layers": [99]}}, MODEL_ID, "critical")):
+                                    # layers are the profiles'
+                                    ({"droidspeak": {"critical_layers": [3]}}, MODEL_ID, "critical_layers"),
+                                    # a layer past the model's
+                                    ({"sparsex": {"boundary_layer": -1}}, MODEL_ID, "boundary_layer")):
         f = defaults_file(tmp_path / "bad.defaults.json", schemes, model_id)
         r = subprocess.run([str(serve_binary), "serve", "-m", str(model_path), "--port", "0", "--kv-cache-mb", "16",
                             "--scheme-defaults", str(f)], capture_output=True, text=True, timeout=120)

@@ -20,14 +20,18 @@ namespace {
 class SchemeDefaultsFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    path_ = std::filesystem::temp_directory_path() /
-            ("akv_scheme_defaults_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name() + kSchemeDefaultsSuffix.data());
+    // A folder of its own: IsFoundByModelId searches it.
+    dir_ = std::filesystem::temp_directory_path() /
+           ("akv_scheme_defaults_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = dir_ / ("m" + std::string(kSchemeDefaultsSuffix));
   }
-  void TearDown() override { std::filesystem::remove(path_); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
   Result<SchemeDefaults> load(const std::string& schemes, const char* id = "m1",
                               const char* format = kSchemeDefaultsFormat) {
-    std::ofstream(path_) << "{\"format\": \"" << format << "\", \"model\": {\"id\": \"" << id
+    std::ofstream(path_) << "{\"format\": \"" << format << "\", \"version\": 1, \"model\": {\"id\": \"" << id
                          << "\"}, \"schemes\": " << schemes << "}";
     return load_scheme_defaults(path_.string(), "m1");
   }
@@ -37,13 +41,13 @@ class SchemeDefaultsFile : public ::testing::Test {
     EXPECT_FALSE(r.is_ok()) << schemes;
     return r.is_ok() ? "" : r.status().message();
   }
-  std::filesystem::path path_;
+  std::filesystem::path dir_, path_;
 };
 
 TEST_F(SchemeDefaultsFile, ReadsEachSchemesOwnParameters) {
   Result<SchemeDefaults> d = load(
       R"({"epic": {"recompute_tokens": 32}, "cacheblend": {"ratio": 0.3, "check_layer": 2},
-          "sparsex": {"ratio": 0.5, "boundary_layer": 0}, "droidspeak": {"critical_layers": [1, 5]}})");
+          "sparsex": {"ratio": 0.5, "boundary_layer": 0}, "relay": {"prefix_tokens": 16, "dev_threshold": 1.2}})");
   ASSERT_TRUE(d.is_ok()) << d.status().message();
   ASSERT_EQ(d->size(), 4u);
   EXPECT_EQ(d->at("epic").recompute_tokens, 32);
@@ -52,7 +56,8 @@ TEST_F(SchemeDefaultsFile, ReadsEachSchemesOwnParameters) {
   EXPECT_EQ(d->at("sparsex").ratio, 0.5);
   EXPECT_EQ(d->at("sparsex").boundary_layer, 0);
   EXPECT_FALSE(d->at("sparsex").check_layer.has_value());
-  EXPECT_EQ(d->at("droidspeak").critical_layers, (std::vector<int32_t>{1, 5}));
+  EXPECT_EQ(d->at("relay").prefix_tokens, 16);
+  EXPECT_EQ(d->at("relay").dev_threshold, 1.2);
   EXPECT_TRUE(load("{}").is_ok());  // no entry: the built-in defaults
 }
 
@@ -65,19 +70,33 @@ TEST_F(SchemeDefaultsFile, RefusesWhatItCannotHonour) {
   EXPECT_NE(error(R"({"epic": {"ratio": 0.5}})").find("ratio"), std::string::npos);
   EXPECT_NE(error(R"({"epic": {"recompute_tokens": "many"}})").find("recompute_tokens"), std::string::npos);
   EXPECT_NE(error(R"({"epic": {"recompute_tokens": 1e12}})").find("recompute_tokens"), std::string::npos);
+  // 2^64 - 1 would wrap to -1 through a signed read.
+  EXPECT_NE(error(R"({"epic": {"recompute_tokens": 18446744073709551615}})").find("not a 32-bit integer"),
+            std::string::npos);
+  // Layers are the profiles' (which the schemes read first, with their snapshots).
+  EXPECT_NE(error(R"({"relay": {"l_det": 5}})").find("layers come from the scheme's profile"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"droidspeak": {"critical_layers": [1]}})").find("critical_layers"), std::string::npos);
   EXPECT_NE(error(R"({"epic": {"budget": 3}})").find("not a kv_sharing parameter"), std::string::npos);
   EXPECT_NE(error(R"({"epic": 3})").find("not an object"), std::string::npos);
   EXPECT_NE(error(R"([1])").find("\"schemes\""), std::string::npos);
   std::ofstream(path_) << "not json";
   EXPECT_FALSE(load_scheme_defaults(path_.string(), "m1").is_ok());
+  std::ofstream(path_) << R"({"format": "agentkv-scheme-defaults", "model": {"id": "m1"}, "schemes": {}})";
+  EXPECT_NE(load_scheme_defaults(path_.string(), "m1").status().message().find("version"), std::string::npos);
   EXPECT_FALSE(load_scheme_defaults(path_.string() + ".absent", "m1").is_ok());
+  // Not a file, or far larger than one: refused before reading it.
+  EXPECT_NE(load_scheme_defaults(dir_.string(), "m1").status().message().find("not a file"),
+            std::string::npos);
+  std::filesystem::resize_file(path_, 2 << 20);
+  EXPECT_NE(load_scheme_defaults(path_.string(), "m1").status().message().find("larger"), std::string::npos);
 }
 
 // The file is also what --profile-dir finds by model id.
 TEST_F(SchemeDefaultsFile, IsFoundByModelId) {
   ASSERT_TRUE(load("{}").is_ok());
-  EXPECT_EQ(find_profile(path_.parent_path().string(), kSchemeDefaultsSuffix, kSchemeDefaultsFormat, "m1"),
-            path_.string());
+  EXPECT_EQ(find_profile(dir_.string(), kSchemeDefaultsSuffix, kSchemeDefaultsFormat, "m1"), path_.string());
+  EXPECT_EQ(find_profile(dir_.string(), kSchemeDefaultsSuffix, kSchemeDefaultsFormat, "m2"), "");
 }
 
 TEST(SchemeDefaults, ARequestsOwnThenTheServersThenTheModelsThenTheSchemes) {
