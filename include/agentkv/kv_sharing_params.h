@@ -64,11 +64,14 @@ inline constexpr KvSharingField kKvSharingFields[] = {
     {"critical_layers", nullptr, nullptr, &KvSharingParams::critical_layers},
 };
 
+// Whether p sets field f.
+inline bool kv_sharing_field_set(const KvSharingParams& p, const KvSharingField& f) {
+  return f.integer ? (p.*f.integer).has_value() : f.real ? (p.*f.real).has_value() : (p.*f.list).has_value();
+}
+
 inline bool KvSharingParams::empty() const {
   for (const KvSharingField& f : kKvSharingFields) {
-    if (f.integer ? (this->*f.integer).has_value() : f.real ? (this->*f.real).has_value() : (this->*f.list).has_value()) {
-      return false;
-    }
+    if (kv_sharing_field_set(*this, f)) return false;
   }
   return true;
 }

@@ -205,10 +205,8 @@ void add_scheme_flags(CLI::App* cmd, ServeArgs* a) {
       "comparison)");
   cmd->add_option("--profile-dir", a->profile_dir,
                   "where --relay-profile, --droidspeak-profile and --scheme-defaults are looked for by model "
-                  "id when not "
-                  "given (their layers and settings become the defaults; hidden-state snapshots only where "
-                  "--kv-sharing "
-                  "is that scheme); '' looks nowhere")
+                  "id when not given (their layers and settings become the defaults; hidden-state snapshots "
+                  "only where --kv-sharing is that scheme); '' looks nowhere")
       ->capture_default_str();
   cmd->add_option("--scheme-defaults", e.scheme_defaults,
                   "per-model defaults of the scheme parameters (tools/scheme_defaults.py writes one from a "

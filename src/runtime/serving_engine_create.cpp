@@ -24,6 +24,13 @@ Status ServingEngineImpl::check_options(const ServingOptions& opts) {
   return Status::ok();
 }
 
+Result<std::string> ServingEngineImpl::model_content_id() {
+  if (model_id_.empty()) {
+    AKV_ASSIGN_OR_RETURN(model_id_, file_content_id(opts_.model_path));
+  }
+  return model_id_;
+}
+
 Status ServingEngineImpl::configure_schemes() {
   const ModelSpec& s = model_->spec;
   const ServerSchemeContext c{&opts_, s.n_layers, s.d_model};
@@ -32,7 +39,7 @@ Status ServingEngineImpl::configure_schemes() {
         sharing_scheme_get(name)->configure_server(c, &opts_.kv_sharing_params, &components_));
   }
   if (!opts_.scheme_defaults.empty()) {
-    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts_.model_path));
+    AKV_ASSIGN_OR_RETURN(std::string model_id, model_content_id());
     AKV_ASSIGN_OR_RETURN(scheme_defaults_, load_scheme_defaults(opts_.scheme_defaults, model_id));
     for (const auto& [name, p] : scheme_defaults_) {
       // The file's own values are checked against the model (what the
@@ -45,10 +52,7 @@ Status ServingEngineImpl::configure_schemes() {
                                 .with_context("scheme defaults '" + opts_.scheme_defaults + "', " + name));
       }
       for (const KvSharingField& f : kKvSharingFields) {
-        const bool both = f.integer ? (p.*f.integer && opts_.kv_sharing_params.*f.integer)
-                          : f.real  ? (p.*f.real && opts_.kv_sharing_params.*f.real)
-                                    : (p.*f.list && opts_.kv_sharing_params.*f.list);
-        if (both) {
+        if (kv_sharing_field_set(p, f) && kv_sharing_field_set(opts_.kv_sharing_params, f)) {
           AKV_LOG_WARN("scheme defaults '", opts_.scheme_defaults, "': ", name, ".", f.name,
                        " is overridden by the server's flag");
         }
@@ -164,7 +168,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
     e->flush_kv_events();
   }
   if (opts.kv_remote) {
-    AKV_ASSIGN_OR_RETURN(std::string model_id, file_content_id(opts.model_path));
+    AKV_ASSIGN_OR_RETURN(std::string model_id, e->model_content_id());
     const KvGeometry& g = e->storage_->geometry();
     e->remote_model_tag_ =
         remote_model_tag(model_id, g.n_layers, g.kv_heads, g.head_dim, g.block_size, opts.kv_dtype);

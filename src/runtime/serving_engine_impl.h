@@ -354,6 +354,10 @@ class ServingEngineImpl final : public ServingEngine {
   // Per-model defaults of the schemes' parameters (opts_.scheme_defaults),
   // between the server's options and the schemes' own.
   SchemeDefaults scheme_defaults_;
+  // The model file's content id, hashed once when first asked for (the
+  // defaults file and the remote tier's tag both key on it).
+  Result<std::string> model_content_id();
+  std::string model_id_;
   KvComponent* owner_ = nullptr;
   KvComponent* owner_hidden_ = nullptr;
   int32_t owner_layer_ = -1;

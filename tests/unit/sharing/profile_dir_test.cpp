@@ -3,13 +3,13 @@
 #include "sharing/profile_dir.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "../../source_dir.h"
+#include "test_dir.h"
 #include "sharing/droidspeak_profile.h"
 #include "sharing/relay_profile.h"
 
@@ -18,14 +18,6 @@ namespace {
 
 class ProfileDir : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("akv_profile_dir_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
   std::string profile(const char* format, const char* id) {
     return std::string("{\"format\": \"") + format + "\", \"version\": 1, \"model\": {\"id\": \"" + id +
@@ -34,7 +26,8 @@ class ProfileDir : public ::testing::Test {
   std::string find(std::string_view suffix, const char* format, std::string_view id) {
     return find_profile(dir_.string(), suffix, format, id);
   }
-  std::filesystem::path dir_;
+  TestDir tmp_{"akv_profile_dir_"};
+  const std::filesystem::path& dir_ = tmp_.path();
 };
 
 TEST_F(ProfileDir, FindsTheFileOfThisModelAndFormat) {

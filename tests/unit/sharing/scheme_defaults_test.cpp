@@ -5,7 +5,6 @@
 #include "sharing/scheme_defaults.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,22 +12,13 @@
 
 #include "sharing/profile_dir.h"
 #include "sharing/scheme.h"
+#include "test_dir.h"
 
 namespace agentkv {
 namespace {
 
 class SchemeDefaultsFile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // A folder of its own: IsFoundByModelId searches it.
-    dir_ = std::filesystem::temp_directory_path() /
-           ("akv_scheme_defaults_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    path_ = dir_ / ("m" + std::string(kSchemeDefaultsSuffix));
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   Result<SchemeDefaults> load(const std::string& schemes, const char* id = "m1",
                               const char* format = kSchemeDefaultsFormat) {
     std::ofstream(path_) << "{\"format\": \"" << format << "\", \"version\": 1, \"model\": {\"id\": \"" << id
@@ -41,7 +31,10 @@ class SchemeDefaultsFile : public ::testing::Test {
     EXPECT_FALSE(r.is_ok()) << schemes;
     return r.is_ok() ? "" : r.status().message();
   }
-  std::filesystem::path dir_, path_;
+  // A folder of its own: IsFoundByModelId searches it.
+  TestDir tmp_{"akv_scheme_defaults_"};
+  const std::filesystem::path& dir_ = tmp_.path();
+  const std::filesystem::path path_ = dir_ / ("m" + std::string(kSchemeDefaultsSuffix));
 };
 
 TEST_F(SchemeDefaultsFile, ReadsEachSchemesOwnParameters) {
