@@ -227,12 +227,12 @@ void ServingEngineImpl::settle(const SchedulerOutput& out) {
   // A preempted request recomputes from scratch, exactly: its deferred
   // rows' state goes with its blocks.
   for (RequestId id : out.preempted) {
-    if (auto it = live_.find(id); it != live_.end()) release_defer(*it->second);
+    if (auto it = live_.find(id); it != live_.end()) it->second->defer.release();
   }
   for (RequestId id : out.dropped) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
-    release_defer(*it->second);
+    it->second->defer.release();
     ServeEvent ev;
     ev.error = "dropped: a background request gives its KV blocks to others first";
     finish(id, ServeFinish::kError, std::move(ev));
@@ -325,7 +325,7 @@ void ServingEngineImpl::plan_step(const SchedulerOutput& out, StepPlan* plan) {
       // Preempted after its segments were copied: the recompute is a plain,
       // exact one (the copies are gone with the blocks).
       l.plan->stop_reuse();
-      release_defer(l);
+      l.defer.release();
     }
     plan->seq_req.push_back(&l);
     plan->seq_scheme.push_back(l.background ? nullptr : l.plan->sharing().scheme);
@@ -383,10 +383,11 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
 
 void ServingEngineImpl::after_step(const SchedulerOutput& out, const StepPlan& plan, const StepOutput& so) {
   const std::vector<Live*>& seq_req = plan.seq_req;
-  const bool deferred = std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer_step; });
+  const bool deferred =
+      std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer.capturing(); });
   if (influence_ || owner_hidden_ || deferred) store_captures(plan.step, so, seq_req);
   for (size_t i = 0; i < seq_req.size(); ++i) {
-    if (seq_req[i]->split_step) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
+    if (seq_req[i]->defer.splitting()) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
   }
   store_owners(plan.step, seq_req);
   sched_->on_step_done(out);

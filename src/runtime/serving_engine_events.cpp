@@ -126,7 +126,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
     if (!l.background) stats_.per_model[l.model].completion_tokens += l.n_generated;
     if (l.plan->sharing().lr_fallback && !l.background) ++stats_.lr_fallback_requests;
   }
-  release_defer(l);
+  l.defer.release();
   if (!l.session_key.empty()) {
     // The session keeps the request's blocks in both pools: K/V, and the LR
     // cache's (LRAgent) when it held some.

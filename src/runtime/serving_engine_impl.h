@@ -33,6 +33,7 @@
 #include "runtime/kv_event_source.h"
 #include "runtime/loaded_model.h"
 #include "runtime/mask_worker.h"
+#include "runtime/prompt_deferral.h"
 #include "runtime/runner.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
@@ -97,24 +98,9 @@ struct Live : SchedRequest {
   std::vector<float> influence;            // [n_prompt]: a reused position's influence score
   bool capture = false;                    // captures: hidden state at the capture layer, influence
   // Whole-prompt selection (SeqPlanner::whole_prompt_layer;
-  // serving_engine_defer.cpp). The earlier chunks run up to the selection
-  // layer and wait: defer_begin is where the first of them began (-1: none
-  // yet), and their hidden states are rows of the request's KvScratch
-  // (position - defer_begin). whole_prompt_off: the pool could not lend the
-  // scratch, so this request selects per chunk.
-  int32_t defer_begin = -1;
-  bool defer_step = false;                 // this step's captures of the request go to the scratch
-  bool whole_prompt_off = false;
-  // When the last chunk's rows would not fit its step, they stop above its
-  // hooks (at resume_layer) and the kept ones run in later steps: their
-  // positions (ascending) and layer ends (resolved: never kAllLayers), the
-  // next to run, and the hooks' verdicts by position - defer_begin while the
-  // split step runs.
-  int32_t resume_layer = -1;
-  std::vector<int32_t> resume_pos, resume_end;
-  size_t resume_next = 0;
-  std::vector<uint8_t> resume_keep;
-  bool split_step = false;                 // this step is the split one: filter by resume_keep after it
+  // runtime/prompt_deferral.h): the deferred chunks' states, the split
+  // step's verdicts and the kept rows still to run.
+  PromptDeferral defer;
   std::function<void(const ServeRequest::KvProbe&)> kv_probe;
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;
@@ -270,12 +256,9 @@ class ServingEngineImpl final : public ServingEngine {
   void split_rows(Live& l, SchedRequest* r, int32_t row_begin, int32_t last_hook, Step* step);
   // After the split step: keeps the rows its hooks kept, and asks the scheduler for their work.
   void after_split(Live& l, SchedRequest* r);
-  // A share of pending work: the next kept rows, from resume_layer, within s.work token rows.
-  void plan_resume(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
-  // Token rows of the kept rows still to run (SchedRequest::pending_work).
-  int32_t pending_work(const Live& l) const;
-  // Drops the request's deferred state and gives its scratch back.
-  void release_defer(Live& l);
+  // A share of pending work: the next kept rows, from the resume layer, within s.work token rows.
+  void plan_resume(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step,
+                   std::vector<LogitRow>* logit_rows);
   // Turns one logits row into a token and an event; finishes when it should.
   // A request's prompt in the stats, at its first token (not background ones).
   void count_prompt(const Live& l, const ServeEvent& ev);

@@ -129,7 +129,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   // the chunks before the last run up to its layer and wait.
   const int32_t sel = whole_prompt_layer(l);
   if (sel >= 0 && e < l.n_prompt && defer_chunk(s, l, sel, adapter_index, q, step)) return;
-  const int32_t cb = sel >= 0 && l.defer_begin >= 0 ? l.defer_begin : b;  // the planned range's begin
+  const int32_t cb = sel >= 0 && l.defer.started() ? l.defer.begin() : b;  // the planned range's begin
   std::vector<ReuseRow> want;
   std::vector<ReuseHook> hooks;
   l.plan->plan_chunk(reuse_chunk(l, cb, e), &want, &hooks);
@@ -141,7 +141,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   int32_t last_hook = -1;
   for (const ReuseHook& h : hooks) last_hook = std::max(last_hook, h.layer);
   if (cb < b && last_hook >= 0) split_rows(l, r, q.row_begin, last_hook, step);
-  if (cb < b && !l.split_step) release_defer(l);
+  if (cb < b && !l.defer.splitting()) l.defer.release();
   add_reuse_hooks(l, std::move(hooks), seq_index, cb, e, row_of, step);
   if (l.kv_probe) add_kv_probes(l, seq_index, step);
 }
@@ -171,7 +171,7 @@ std::vector<int32_t> ServingEngineImpl::add_reuse_rows(const ScheduledSeq& s, Li
         row.layer_begin = sel;
         row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_model);
         step->hidden_in.resize(step->hidden_in.size() + d_model);
-        defer_->get(l.id, p - l.defer_begin, step->hidden_in.data() + int64_t{row.hidden_in} * d_model);
+        l.defer.get(p, step->hidden_in.data() + int64_t{row.hidden_in} * d_model);
       }
     } else if (l.reused[p]) {
       row.layer_end = want[w].layer_end;
@@ -205,7 +205,7 @@ void ServingEngineImpl::add_reuse_hooks(Live& l, std::vector<ReuseHook> hooks, i
     std::sort(lh.colsum_rows.begin(), lh.colsum_rows.end());
     // The step outlives the call; its rows give each hooked row's position.
     lh.fn = [rows = &step->rows, fn = std::move(h.fn), head_dim = int64_t{model_->spec.head_dim},
-             split = l.split_step ? &l : nullptr](const HookView& v, std::span<uint8_t> keep) {
+             split = l.defer.splitting() ? &l : nullptr](const HookView& v, std::span<uint8_t> keep) {
       std::vector<int32_t> pos(v.rows.size());
       for (size_t i = 0; i < pos.size(); ++i) pos[i] = (*rows)[v.rows[i]].pos;
       ReuseHookView rv;
@@ -224,7 +224,7 @@ void ServingEngineImpl::add_reuse_hooks(Live& l, std::vector<ReuseHook> hooks, i
       // stayed for its logits.
       for (size_t i = 0; i < pos.size(); ++i) {
         if (pos[i] == split->n_prompt - 1) keep[i] = 1;
-        if (!keep[i]) split->resume_keep[pos[i] - split->defer_begin] = 0;
+        if (!keep[i]) split->defer.drop(pos[i]);
       }
     };
     step->hooks.push_back(std::move(lh));
@@ -289,14 +289,16 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
     KvComponent* to = redo ? owner_hidden_ : hidden_;
     // A chunk run only through its whole-prompt selection layer: its
     // captures wait in the request for the prompt's last chunk.
-    Live* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer_step ? seq_of[q] : nullptr;
-    if (defer != nullptr) defer->defer_step = false;
+    PromptDeferral* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer.capturing()
+                                ? &seq_of[q]->defer
+                                : nullptr;
+    if (defer != nullptr) defer->set_capturing(false);
     for (int32_t r = step.seqs[q].row_begin; r < step.seqs[q].row_end; ++r) {
       const TokenRow& row = step.rows[r];
       if (row.capture_layer < 0) continue;
       const float* h = so.captures.data() + ci++ * d;
       if (defer != nullptr) {
-        defer_->put(defer->id, row.pos - defer->defer_begin, h);
+        defer->put(row.pos, h);
         continue;
       }
       if (to == nullptr) continue;
