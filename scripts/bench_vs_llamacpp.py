@@ -10,7 +10,9 @@ two per test. With --act-quant f32,q8 agentkv runs once per activation
 mode (f32: exact products; q8: 8-bit activations and integer dot products,
 as llama.cpp computes). A mode may name the q8 kernels' instruction set,
 `q8@avx512` or `q8@amx` (`--isa`), so that ISAs run interleaved in one
-run (issue 31). The table gives medians over the rounds and the ratio
+run (issue 31), and may end in `+prepack` (`--prepack-weights`: the layer
+weights laid out once at load for the prefill kernels), e.g.
+`q8,q8+prepack` or `q8@amx+prepack`. The table gives medians over the rounds and the ratio
 agentkv / llama.cpp per mode; with --plot, a bar chart of the ratios.
 
 Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
@@ -41,11 +43,21 @@ def run(cmd):
     return r.stdout
 
 
+def parse_mode(mode):
+    """'q8@avx512+prepack' -> ('q8', 'avx512', True)."""
+    base, plus, flag = mode.partition("+")
+    act_quant, _, isa = base.partition("@")
+    if act_quant not in ("f32", "q8") or (plus and flag != "prepack") or (act_quant == "f32" and (isa or plus)):
+        sys.exit(f"--act-quant: {mode} is not f32, q8, q8@ISA or either q8 form with +prepack")
+    return act_quant, isa, bool(plus)
+
+
 def ours(a, model, mode):
-    act_quant, _, isa = mode.partition("@")
+    act_quant, isa, prepack = parse_mode(mode)
     out = run([a.agentkv, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
                "--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens,
-               "--kv-dtype", a.kv_dtype, "--act-quant", act_quant] + (["--isa", isa] if isa else []))
+               "--kv-dtype", a.kv_dtype, "--act-quant", act_quant] + (["--isa", isa] if isa else []) +
+              (["--prepack-weights"] if prepack else []))
     return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in map(ROW.match, out.splitlines()) if m}
 
 
@@ -88,7 +100,8 @@ def main():
     ap.add_argument("--decode-tokens", default="128")
     ap.add_argument("--kv-dtype", default="f16", choices=["f16", "f32"], help="both engines' KV cache type")
     ap.add_argument("--act-quant", default="f32",
-                    help="agentkv's activation modes, comma-separated: f32, q8, or q8@ISA (e.g. q8@avx512,q8@amx)")
+                    help="agentkv's activation modes, comma-separated: f32, q8, q8@ISA, each q8 one optionally "
+                         "+prepack (e.g. q8@avx512,q8@amx or q8,q8+prepack)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
     ap.add_argument("--llama-bin", default=LLAMA_BIN, help="directory of llama-bench (scripts/setup_bench.sh)")
@@ -101,8 +114,7 @@ def main():
             sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0 and Q8_0 files")
     modes = a.act_quant.split(",")
     for q in modes:
-        if q.partition("@")[0] not in ("f32", "q8"):
-            sys.exit(f"--act-quant: {q} is not f32, q8 or q8@ISA")
+        parse_mode(q)
     engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes] + [("llama.cpp", peer)]
     res = {}  # (type, engine) -> {(test, threads): [tok/s]}
     load0 = os.getloadavg()
@@ -124,6 +136,7 @@ def main():
           " | llama.cpp tok/s | " + " | ".join(f"{q} / llama.cpp" for q in modes) + " |")
     print("|---|---|---|" + "---|" * (2 * len(modes) + 1))
     ratios = []  # (label, [ratio per mode])
+    paired = []  # table rows
     for t in models:
         keys = sorted(res[(t, f"agentkv {modes[0]}")],
                       key=lambda k: (not k[0].startswith("prefill"), int(re.findall(r"\d+", k[0])[0]), k[1]))
@@ -133,6 +146,19 @@ def main():
             ratios.append((f"{t}\n{k[0].split(' (')[0]}\n{k[1]}t", [v / mp for v in mo]))
             print(f"| {t} | {k[0]} | {k[1]} | " + " | ".join(f"{v:.1f}" for v in mo) + f" | {mp:.1f} | " +
                   " | ".join(f"{v / mp:.2f}x" for v in mo) + " |")
+            if len(modes) > 1:
+                # Each mode against the first, paired by round (they ran
+                # back to back): median [min, max] of the rounds' ratios.
+                first = res[(t, f"agentkv {modes[0]}")][k]
+                for q in modes[1:]:
+                    pr = [x / y for x, y in zip(res[(t, f"agentkv {q}")][k], first)]
+                    paired.append(f"| {t} | {k[0]} | {k[1]} | {q} / {modes[0]} | {statistics.median(pr):.3f} | "
+                                  f"{min(pr):.3f} | {max(pr):.3f} | {' '.join(f'{x:.3f}' for x in pr)} |")
+    if paired:
+        print("\nPaired by round, each mode against the first:\n")
+        print("| file | test | threads | ratio | median | min | max | per round |")
+        print("|---|---|---|---|---|---|---|---|")
+        print("\n".join(paired))
 
     if a.plot:
         import matplotlib

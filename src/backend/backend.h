@@ -117,6 +117,15 @@ struct QuantMatrix {
   int64_t row_bytes = 0;
   int64_t n = 0;  // rows (out_features)
   int64_t k = 0;  // elements per row (in_features)
+  // The backend's own copy of these weights, laid out once for its kernels
+  // (backend_i::prepare_weights), or null: the kernels read `data` alone.
+  const void* layout = nullptr;
+};
+
+// backend_i::prepare_weights: the layout (null: none) and its bytes.
+struct PreparedWeights {
+  std::shared_ptr<const void> layout;
+  int64_t bytes = 0;
 };
 
 // One adapter's LoRA pair for one target module (PEFT layout), as the lora op
@@ -145,6 +154,9 @@ inline std::optional<ActQuant> act_quant_parse(std::string_view name) {
 struct BackendConfig {
   int n_threads = 1;
   ActQuant act_quant = ActQuant::kF32;
+  // prepare_weights lays quantized weights out for the prefill kernels once
+  // (more memory, less work per prefill call); off: it returns null.
+  bool prepack_weights = false;
 };
 
 // Interface (llama.cpp's `_i` convention).
@@ -181,6 +193,14 @@ class backend_i {
 
   // Whether matmul_quant handles this ggml type id.
   virtual bool supports_quant(uint32_t type) const = 0;
+  // A copy of w laid out for this backend's kernels, made once (at load),
+  // to pass as QuantMatrix::layout with w; empty when the backend keeps none
+  // for w (BackendConfig::prepack_weights off, or no layout for its type).
+  // The results do not change, bit for bit; the memory does.
+  virtual PreparedWeights prepare_weights(const QuantMatrix& w) {
+    (void)w;
+    return {};
+  }
 
   // y[m, w.n] = x[m, w.k] · dequant(w)^T (+ y if accumulate), activations in
   // f32, for any m (decode and prefill). Kernels keep one summation order per

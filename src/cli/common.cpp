@@ -44,6 +44,7 @@ ServingOptions serving_options(const EngineArgs& a) {
   so.max_batch_tokens = a.ubatch;
   so.kv_dtype = a.kv_dtype;
   so.act_quant = a.act_quant;
+  so.prepack_weights = a.prepack_weights;
   return so;
 }
 
@@ -61,6 +62,15 @@ void add_engine_options(CLI::App* cmd, EngineArgs* o) {
       ->check(CLI::Range(1, 1 << 16));
   add_kv_dtype_option(cmd, &o->kv_dtype);
   add_act_quant_option(cmd, &o->act_quant);
+  add_prepack_option(cmd, &o->prepack_weights);
+}
+
+void add_prepack_option(CLI::App* cmd, bool* prepack_weights) {
+  cmd->add_flag(
+      "--prepack-weights", *prepack_weights,
+      "with --act-quant q8: lay the layer weights out once at start for the prefill kernels instead "
+      "of per prefill call (the same bits; faster prefill; the weights then take 40 bytes per 32 "
+      "values more: 2x a q4_1 file's, 2.2x a q4_0's, 1.2x a q8_0's; logged at start)");
 }
 
 void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {

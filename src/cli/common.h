@@ -21,6 +21,7 @@ struct EngineArgs {
   int32_t ubatch = 512;  // token rows per step: prefill chunks
   std::string kv_dtype = "f16";
   std::string act_quant = "q8";
+  bool prepack_weights = false;
 };
 
 // The serving engine for EngineArgs: --ctx-size is both the KV pool and the
@@ -33,12 +34,14 @@ std::string default_model_path();
 // The committed DroidSpeak profile of the default model, "" when absent or another model is set.
 std::string default_droidspeak_profile();
 
-// Adds --model, --threads, --ctx-size, --block-size, --ubatch, --kv-dtype, --act-quant.
+// Adds --model, --threads, --ctx-size, --block-size, --ubatch, --kv-dtype, --act-quant, --prepack-weights.
 void add_engine_options(CLI::App* cmd, EngineArgs* opts);
 // Adds --kv-dtype (f16, bf16, f32) on any command that builds an engine.
 void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype);
 // Adds --act-quant (f32, q8).
 void add_act_quant_option(CLI::App* cmd, std::string* act_quant);
+// Adds --prepack-weights (ServingOptions::prepack_weights).
+void add_prepack_option(CLI::App* cmd, bool* prepack_weights);
 
 // Checks a --kv-sharing value against the scheme registry (single schemes
 // and compositions such as alora+sparsex); the error says what is wrong.

@@ -15,6 +15,24 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
   rope_.freq_base = s.rope_freq_base;
   rope_.freq_scale = s.rope_freq_scale;
   rope_.freq_factors = model_->w.rope_freqs.empty() ? nullptr : model_->w.rope_freqs.f32();
+  // The layer matrices laid out once for the backend's kernels, where it
+  // keeps a layout (--prepack-weights). The output matrix is left out: its
+  // products have one row per sequence, which reads the file's blocks.
+  for (const LayerWeights& l : model_->w.layers) {
+    for (const DenseTensor* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      if (w->packed.empty() || w->shape.size() != 2 || !backend_->supports_quant(w->packed_type)) continue;
+      PreparedWeights p = backend_->prepare_weights(quant_matrix(*w, w->shape[0], w->shape[1]));
+      if (!p.layout) continue;
+      prepared_bytes_ += p.bytes;
+      layouts_.emplace(w->packed.data(), std::move(p.layout));
+    }
+  }
+}
+
+QuantMatrix Runner::quant_matrix(const DenseTensor& w, int64_t n, int64_t k) const {
+  QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
+  if (auto it = layouts_.find(w.packed.data()); it != layouts_.end()) q.layout = it->second.get();
+  return q;
 }
 
 void Runner::linear(const float* x, const DenseTensor& w, float* y, int64_t R, int64_t k, int64_t n,
@@ -23,8 +41,7 @@ void Runner::linear(const float* x, const DenseTensor& w, float* y, int64_t R, i
   // not depend on it); the f32 copy exists only for types the backend cannot
   // read packed (model_load's packed_only).
   if (!w.packed.empty() && backend_->supports_quant(w.packed_type)) {
-    QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
-    backend_->matmul_quant(x, q, y, R, accumulate);
+    backend_->matmul_quant(x, quant_matrix(w, n, k), y, R, accumulate);
   } else if (!w.data.empty()) {
     backend_->matmul(x, w.f32(), y, R, k, n, accumulate);
   } else {
@@ -38,8 +55,7 @@ void Runner::linear_pair(const float* x, int64_t R, int64_t k, const DenseTensor
                          const DenseTensor& wb, float* yb, int64_t nb) {
   if (!wa.packed.empty() && !wb.packed.empty() && backend_->supports_quant(wa.packed_type) &&
       backend_->supports_quant(wb.packed_type)) {
-    backend_->matmul_quant_pair(x, QuantMatrix{wa.packed_type, wa.packed.data(), wa.packed_row_bytes, na, k}, ya,
-                                QuantMatrix{wb.packed_type, wb.packed.data(), wb.packed_row_bytes, nb, k}, yb, R);
+    backend_->matmul_quant_pair(x, quant_matrix(wa, na, k), ya, quant_matrix(wb, nb, k), yb, R);
     return;
   }
   linear(x, wa, ya, R, k, na);

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "adapter/adapter.h"
@@ -49,6 +50,9 @@ class Runner {
   Status execute(const Step& step, StepOutput* out);
 
   const Model& model() const { return *model_; }
+  // Bytes of the backend's own layouts of the layer weights, made at
+  // construction (backend_i::prepare_weights; 0 when it keeps none).
+  int64_t prepared_weight_bytes() const { return prepared_bytes_; }
 
  private:
   Status validate(const Step& step) const;
@@ -103,6 +107,10 @@ class Runner {
 
   std::shared_ptr<const Model> model_;
   backend_i* backend_;
+  // The backend's layouts of the layer matrices, by their packed bytes.
+  std::unordered_map<const uint8_t*, std::shared_ptr<const void>> layouts_;
+  int64_t prepared_bytes_ = 0;
+  QuantMatrix quant_matrix(const DenseTensor& w, int64_t n, int64_t k) const;
   KvStorage* kv_;
   LrStorage* lr_ = nullptr;
   bool flash_lora_ = true;

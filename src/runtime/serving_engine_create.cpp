@@ -145,8 +145,18 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
                       "' is not one of f32, q8");
   }
   AKV_RETURN_IF_ERROR(e->allocate_kv(*kv_dtype));
-  e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant});
+  e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant, opts.prepack_weights});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
+  if (opts.prepack_weights) {
+    if (e->runner_->prepared_weight_bytes() == 0) {
+      AKV_LOG_WARN(
+          "--prepack-weights: nothing laid out (it needs --act-quant q8, q4_0/q4_1/q8_0 weights and a ",
+          "SIMD q8 kernel)");
+    } else {
+      AKV_LOG_INFO("--prepack-weights: ", e->runner_->prepared_weight_bytes() >> 20,
+                   " MiB of layer weights laid out for the prefill kernels");
+    }
+  }
   e->runner_->set_lr_storage(e->lr_storage_.get(), opts.flash_lora);
   SchedulerConfig sc;
   sc.max_batch_tokens = opts.max_batch_tokens;

@@ -145,6 +145,12 @@ void check_rule(GgmlType t) {
   const auto tr = *ggml_type_traits(id);
   auto be1 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
   auto be2 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8});
+  // With the weights laid out at load (prepare_weights): 1 thread reads the
+  // layout throughout; 3 threads' column slices start at multiples of 8,
+  // so on AVX-512 (groups of 16) some read it and some build their panels.
+  auto pre1 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8, .prepack_weights = true});
+  auto pre3 = backend_cpu_init({.n_threads = 3, .act_quant = ActQuant::kQ8, .prepack_weights = true});
+  const bool has_layout = backend_cpu_isa() != std::string("scalar");  // the scalar kernels read no panel
   std::mt19937 rng(99 + id);
   struct Case {
     int64_t k_blocks, n, pad;
@@ -159,19 +165,30 @@ void check_rule(GgmlType t) {
     const int64_t k = c.k_blocks * 32, n = c.n, row_bytes = c.k_blocks * tr.block_bytes + c.pad;
     const auto w = random_matrix(rng, t, n, k, row_bytes);
     const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+    const PreparedWeights laid = pre1->prepare_weights(qm);
+    ASSERT_EQ(laid.layout != nullptr, has_layout);
+    if (has_layout) {
+      EXPECT_GE(laid.bytes, n * k / 32 * 40);
+    }
+    QuantMatrix qp = qm;
+    qp.layout = laid.layout.get();
     for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 16, 17, 35}) {
       for (bool accumulate : {false, true}) {
         auto x = random_vec(rng, m * k);
         if (m > 1) std::fill(x.begin() + k, x.begin() + k + 32, 0.0f);  // a zero block: d = 0
         const auto y0 = random_vec(rng, m * n);
         const Want want = reference(t, w, row_bytes, x, y0, m, k, n, accumulate);
-        auto y1 = y0, y2 = y0;
+        auto y1 = y0, y2 = y0, y3 = y0, y4 = y0;
         be1->matmul_quant(x.data(), qm, y1.data(), m, accumulate);
         be2->matmul_quant(x.data(), qm, y2.data(), m, accumulate);
+        pre1->matmul_quant(x.data(), qp, y3.data(), m, accumulate);
+        pre3->matmul_quant(x.data(), qp, y4.data(), m, accumulate);
         const std::string where =
             std::string(tr.name) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n);
         EXPECT_EQ(y1, want.y) << where << " acc=" << accumulate;
         EXPECT_EQ(y2, want.y) << where << " (2 threads)";
+        EXPECT_EQ(y3, want.y) << where << " (laid out at load)";
+        EXPECT_EQ(y4, want.y) << where << " (laid out at load, 3 threads)";
         for (int64_t i = 0; i < m * n; ++i)
           ASSERT_LE(std::fabs(y1[i] - want.exact[i]), want.bound[i]) << where << " i=" << i;
       }
@@ -244,11 +261,81 @@ TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
   }
 }
 
+// The layout laid out at load is what prefill reads (more than four rows),
+// and decode reads the file's blocks: B's layout passed with A's blocks
+// gives B's product in prefill and A's in decode. Off (or under f32), there
+// is no layout.
+TEST_P(MatmulQ8IsaTest, PrefillReadsTheLayoutLaidOutAtLoad) {
+  IsaGuard restore;
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  const GgmlType t = GgmlType::kQ4_1;
+  const uint32_t id = static_cast<uint32_t>(t);
+  const int64_t k = 4 * 32, n = 48, row_bytes = 4 * 20;
+  std::mt19937 rng(5);
+  const auto wa = random_matrix(rng, t, n, k, row_bytes), wb = random_matrix(rng, t, n, k, row_bytes);
+  const QuantMatrix qa{id, wa.data(), row_bytes, n, k}, qb{id, wb.data(), row_bytes, n, k};
+  auto off = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
+  auto f32 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kF32, .prepack_weights = true});
+  auto on = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8, .prepack_weights = true});
+  EXPECT_EQ(off->prepare_weights(qb).layout, nullptr);
+  EXPECT_EQ(f32->prepare_weights(qb).layout, nullptr);
+  const PreparedWeights laid = on->prepare_weights(qb);
+  if (GetParam() == "scalar") {
+    EXPECT_EQ(laid.layout, nullptr);
+    return;
+  }
+  ASSERT_NE(laid.layout, nullptr);
+  QuantMatrix mixed = qa;
+  mixed.layout = laid.layout.get();
+  for (int64_t m : {2, 8, 16}) {
+    const auto x = random_vec(rng, m * k);
+    std::vector<float> ya(m * n), yb(m * n), y(m * n);
+    off->matmul_quant(x.data(), qa, ya.data(), m);
+    off->matmul_quant(x.data(), qb, yb.data(), m);
+    on->matmul_quant(x.data(), mixed, y.data(), m);
+    ASSERT_NE(ya, yb);
+    EXPECT_EQ(y, m <= 4 ? ya : yb) << GetParam() << " m=" << m;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()), [](const auto& info) {
   std::string name = info.param;  // amx-emulated -> amx_emulated (gtest names)
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 });
+
+// A layout laid out for one ISA's kernels is not read by another's (the
+// ISA is chosen before work starts, but a test or a bench may switch): each
+// builds its own panels then, with the same bits.
+TEST(MatmulQ8Isa, AnotherIsasLayoutIsNotRead) {
+  IsaGuard restore;
+  std::vector<std::string> simd;
+  for (const char* name : {"avx2", "avxvnni", "avx512"})
+    if (backend_cpu_select_isa(name).is_ok()) simd.push_back(name);
+  if (simd.size() < 2) GTEST_SKIP() << "needs two SIMD q8 ISAs; this CPU runs " << simd.size();
+  const GgmlType t = GgmlType::kQ8_0;
+  const uint32_t id = static_cast<uint32_t>(t);
+  const int64_t k = 3 * 32, n = 40, row_bytes = 3 * 34;
+  std::mt19937 rng(6);
+  const auto w = random_matrix(rng, t, n, k, row_bytes);
+  const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+  auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8, .prepack_weights = true});
+  const auto x = random_vec(rng, 9 * k);
+  for (const std::string& from : simd) {
+    ASSERT_TRUE(backend_cpu_select_isa(from).is_ok());
+    const PreparedWeights laid = be->prepare_weights(qm);
+    ASSERT_NE(laid.layout, nullptr) << from;
+    QuantMatrix qp = qm;
+    qp.layout = laid.layout.get();
+    for (const std::string& to : simd) {
+      ASSERT_TRUE(backend_cpu_select_isa(to).is_ok());
+      std::vector<float> want(9 * n), got(9 * n);
+      be->matmul_quant(x.data(), qm, want.data(), 9);
+      be->matmul_quant(x.data(), qp, got.data(), 9);
+      EXPECT_EQ(got, want) << "laid out on " << from << ", run on " << to;
+    }
+  }
+}
 
 // The kernels this process may run are exactly those the CPU's flags allow
 // (the OS's view, /proc/cpuinfo), and auto takes the last of them.

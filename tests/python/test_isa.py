@@ -5,6 +5,7 @@ default Q4_1 model and on a synthetic Q8_0 one (Q4_0 has no model file here;
 tests/backend/matmul_q8_test.cpp covers it per kernel). Which ones run is
 read from /proc/cpuinfo's flags (a skip fails CI); forcing one the CPU lacks
 is a one-line error, not a crash, and is checked for each such one."""
+import os
 import subprocess
 from pathlib import Path
 
@@ -37,8 +38,8 @@ pytestmark = pytest.mark.skipif(not AGENTKV.exists() or not MODEL.exists(),
                                 reason="needs build/agentkv and the default model (scripts/setup.sh)")
 
 
-def run(*args):
-    return subprocess.run([str(AGENTKV), *map(str, args)], capture_output=True, text=True, timeout=300)
+def run(*args, env=None):
+    return subprocess.run([str(AGENTKV), *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,9 @@ def q8_0_model(tmp_path_factory):
     return out
 
 
-def logits(model, isa, out, *extra):
-    r = run("logits", "-m", model, "--act-quant", "q8", "--isa", isa, "--tokens", TOKENS, "--out", out, *extra)
+def logits(model, isa, out, *extra, env=None):
+    r = run("logits", "-m", model, "--act-quant", "q8", "--isa", isa, "--tokens", TOKENS, "--out", out, *extra,
+            env=env)
     return r, (out.read_bytes() if r.returncode == 0 else None)
 
 
@@ -87,3 +89,24 @@ def test_auto_is_one_of_them_and_bad_choices_are_one_line_errors(tmp_path):
         assert r.returncode != 0 and r.returncode < 128, (r.returncode, r.stderr)  # an error, not a signal
         first = r.stderr.strip().splitlines()[0]
         assert first.startswith(f"--isa {bad}: ") and says in first and "available here: scalar" in first, r.stderr
+
+
+@pytest.mark.parametrize("isa", HERE)
+@pytest.mark.parametrize("which", ["q4_1", "q8_0"])
+def test_weights_laid_out_at_load_give_the_same_bits(isa, which, q8_0_model, tmp_path):
+    """--prepack-weights: prefill reads panels laid out at start instead of
+    building them per call; the logits keep the scalar kernels' bits, and the
+    start log says how much was laid out."""
+    model = MODEL if which == "q4_1" else q8_0_model
+    r, got = logits(model, isa, tmp_path / f"{isa}.f32", "--prepack-weights", env={**os.environ, "AGENTKV_LOG": "info"})
+    assert r.returncode == 0, r.stderr
+    assert "MiB of layer weights laid out for the prefill kernels" in r.stderr, r.stderr
+    _, want = logits(model, "scalar", tmp_path / "scalar.f32")
+    assert want is not None and len(got) == len(want) > 0
+    assert got == want
+
+
+def test_prepack_weights_without_q8_says_nothing_is_laid_out():
+    r = run("logits", "--act-quant", "f32", "--prepack-weights", "--tokens", "1,2")
+    assert r.returncode == 0, r.stderr
+    assert "--prepack-weights: nothing laid out" in r.stderr, r.stderr

@@ -8,7 +8,10 @@
 namespace agentkv {
 
 // The GEMM library runs single-threaded inside the pool (see matmul.cpp).
-CpuBackend::CpuBackend(const BackendConfig& cfg) : pool_(cfg.n_threads), act_quant_(cfg.act_quant) { cpu::gemm_threads(1); }
+CpuBackend::CpuBackend(const BackendConfig& cfg)
+    : pool_(cfg.n_threads), act_quant_(cfg.act_quant), prepack_weights_(cfg.prepack_weights) {
+  cpu::gemm_threads(1);
+}
 
 std::string CpuBackend::name() const { return std::string("cpu-") + cpu::kGemmName; }
 

@@ -37,6 +37,7 @@ class CpuBackend final : public backend_i {
                   const RopeParams& p) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   bool supports_quant(uint32_t type) const override;  // matmul_quant.cpp
+  PreparedWeights prepare_weights(const QuantMatrix& w) override;  // matmul_quant.cpp
   void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) override;
   void matmul_quant_pair(const float* x, const QuantMatrix& a, float* ya, const QuantMatrix& b, float* yb,
                          int64_t m) override;
@@ -63,6 +64,7 @@ class CpuBackend final : public backend_i {
 
   ThreadPool pool_;
   ActQuant act_quant_;
+  bool prepack_weights_;
   cpu::Q8Acts q8_x_;  // matmul_quant's activations when act_quant_ is kQ8
   cpu::RopeTable rope_table_;  // cos/sin by position, reused while the RoPE parameters stay the same
   // lora.cpp scratch, grown to the largest call seen:

@@ -132,25 +132,26 @@ namespace {
 struct Kernels {
   void (*quantize)(const float*, Q8Acts&, int64_t, int64_t) = nullptr;
   void (*gemm)(const Q8Acts&, const QuantMatrix&, float*, int64_t, int64_t, int64_t, bool) = nullptr;
+  std::shared_ptr<const Q8Panel> (*prepack)(const QuantMatrix&) = nullptr;
 };
 
 Kernels kernels_of(Q8Isa isa) {
   switch (isa) {
     case Q8Isa::kScalar:
-      return {q8_scalar::quantize_rows, q8_scalar::gemm_rows};
+      return {q8_scalar::quantize_rows, q8_scalar::gemm_rows, q8_scalar::prepack};
 #if AGENTKV_AVX2
     case Q8Isa::kAvx2:
-      return {q8_avx2::quantize_rows, q8_avx2::gemm_rows};
+      return {q8_avx2::quantize_rows, q8_avx2::gemm_rows, q8_avx2::prepack};
 #endif
 #if AGENTKV_Q8_HAS_VNNI
     case Q8Isa::kAvxVnni:
-      return {q8_avxvnni::quantize_rows, q8_avxvnni::gemm_rows};
+      return {q8_avxvnni::quantize_rows, q8_avxvnni::gemm_rows, q8_avxvnni::prepack};
     case Q8Isa::kAvx512:
-      return {q8_avx512::quantize_rows, q8_avx512::gemm_rows};
+      return {q8_avx512::quantize_rows, q8_avx512::gemm_rows, q8_avx512::prepack};
     case Q8Isa::kAmxEmulated:
-      return {q8_amx::quantize_rows, q8_amx::gemm_rows_emulated};
+      return {q8_amx::quantize_rows, q8_amx::gemm_rows_emulated, q8_amx::prepack};
     case Q8Isa::kAmx:
-      return {q8_amx::quantize_rows, q8_amx::gemm_rows};
+      return {q8_amx::quantize_rows, q8_amx::gemm_rows, q8_amx::prepack};
 #endif
     default:
       return {};
@@ -330,6 +331,11 @@ void q8_resize(Q8Acts& a, int64_t m, int64_t k) {
 }
 
 void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1) { active().quantize(x, a, r0, r1); }
+
+std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w) {
+  if (!q8_supports(w.type) || w.k % 32 != 0 || w.n <= 0) return nullptr;
+  return active().prepack(w);
+}
 
 void q8_gemm_rows(const Q8Acts& x, const QuantMatrix& w, float* y, int64_t ldy, int64_t n0, int64_t n1,
                   bool accumulate) {

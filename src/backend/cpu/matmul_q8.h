@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "backend/backend.h"
@@ -66,8 +67,28 @@ void q8_resize(Q8Acts& a, int64_t m, int64_t k);
 // Quantizes rows [r0, r1) of x (m, k) into a (sized by q8_resize).
 void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1);
 
+// A matrix's weights laid out once for the panel kernels: the layout a call
+// with more than four rows otherwise builds per call, per column panel
+// (matmul_q8.cpp). 32 bytes of integers and two floats (scale, minimum) per
+// 32 weights: 40 bytes, against the file's 18 (q4_0), 20 (q4_1) or 34
+// (q8_0). Read only by the kernel family that laid it out (`layout`), and
+// only for column slices that start on one of its column groups; others
+// build their panels per call as before. The bits are the same either way.
+struct Q8Panel {
+  int layout = 0;
+  int64_t n = 0, k = 0;
+  AlignedVector<uint8_t> q;
+  AlignedVector<float> d, m;
+  int64_t bytes() const { return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()); }
+};
+// w laid out for the active ISA's panel kernels, or null (q8_supports(w.type)
+// false, or the scalar kernels, which read no panel).
+std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w);
+
 // y[i, j] (+)= the order above, for rows i < x.m and weight rows j in
-// [n0, n1) (y row stride ldy). w.k == x.k and q8_supports(w.type).
+// [n0, n1) (y row stride ldy). w.k == x.k and q8_supports(w.type). When
+// w.layout is a Q8Panel of w (q8_prepack), prefill reads it instead of
+// laying the panels out per call.
 void q8_gemm_rows(const Q8Acts& x, const QuantMatrix& w, float* y, int64_t ldy, int64_t n0, int64_t n1,
                   bool accumulate);
 

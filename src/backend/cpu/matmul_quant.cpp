@@ -12,6 +12,16 @@ bool CpuBackend::supports_quant(uint32_t type) const { return cpu::quant_block_e
 
 bool backend_cpu_reads_packed(uint32_t type) { return cpu::quant_block_elems(type) > 0; }
 
+// Only the q8 path has a layout of its own (its prefill panels); the f32
+// path reads the file's blocks.
+PreparedWeights CpuBackend::prepare_weights(const QuantMatrix& w) {
+  if (!prepack_weights_ || act_quant_ != ActQuant::kQ8) return {};
+  std::shared_ptr<const cpu::Q8Panel> p = cpu::q8_prepack(w);
+  if (!p) return {};
+  const int64_t bytes = p->bytes();
+  return {std::move(p), bytes};
+}
+
 // Output columns (weight rows) split over the pool, one slice per thread:
 // decode is bound by reading the packed weights, and each thread streams its
 // own rows. Slices are multiples of 8 rows to keep neighbours off each
