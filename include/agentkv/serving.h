@@ -283,6 +283,7 @@ struct ServingStats {
   int32_t kv_blocks_free = 0;
   int32_t kv_blocks_total = 0;
   int64_t kv_bytes_per_block = 0;    // K/V and the components kept with it (not the LR cache)
+  int64_t prepacked_weight_bytes = 0;  // ServingOptions::prepack_weights: the layout's bytes (0: off)
   int32_t lr_blocks_used = 0;         // LRAgent's LR cache: held, cached (evictable) and all blocks
   int32_t lr_blocks_cached = 0;
   int32_t lr_blocks_total = 0;

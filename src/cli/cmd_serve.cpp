@@ -395,6 +395,10 @@ void announce(const ServeArgs& a, ServingEngine& engine, int port) {
       a.server.model_name.c_str(), engine.max_model_len(), static_cast<int>(a.server.api_keys.size()),
       a.engine.kv_sharing.c_str(), a.engine.act_quant.c_str(), a.engine.act_quant == "q8" ? " on " : "",
       a.engine.act_quant == "q8" ? backend_cpu_isa() : "");
+  if (const int64_t b = engine.stats().prepacked_weight_bytes; b > 0) {
+    std::fprintf(stderr, "agentkv: --prepack-weights: %lld MiB of layer weights laid out for prefill\n",
+                 static_cast<long long>(b >> 20));
+  }
   for (const ServedModel& m : engine.models()) {
     if (!m.name.empty()) {
       std::fprintf(stderr, "agentkv: adapter '%s' (%s, rank %d, id %s)\n", m.name.c_str(), m.kind.c_str(), m.rank,

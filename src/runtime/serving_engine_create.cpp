@@ -147,6 +147,7 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   AKV_RETURN_IF_ERROR(e->allocate_kv(*kv_dtype));
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant, opts.prepack_weights});
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
+  e->stats_.prepacked_weight_bytes = e->runner_->prepared_weight_bytes();
   if (opts.prepack_weights) {
     if (e->runner_->prepared_weight_bytes() == 0) {
       AKV_LOG_WARN(

@@ -543,6 +543,7 @@ void HttpServer::handle_metrics(httplib::Response& res) {
     metrics_.frozen_segments.set(st.frozen_segments);
     metrics_.frozen_blocks.set(st.frozen_blocks);
     metrics_.step_token_layers_max.set(static_cast<double>(st.max_step_token_layers));
+    metrics_.prepacked_weight_bytes.set(static_cast<double>(st.prepacked_weight_bytes));
     sync_counter(metrics_.segment_evictions, st.segment_evictions);
     metrics_.lr_blocks_used.set(st.lr_blocks_used);
     metrics_.lr_blocks_cached.set(st.lr_blocks_cached);

@@ -225,6 +225,9 @@ ServerMetrics::ServerMetrics(MetricsRegistry& registry)
       step_token_layers_max(
           registry.gauge("agentkv_step_token_layers_max",
                          "The most K/V entries (token rows x layers) one engine step computed.")),
+      prepacked_weight_bytes(registry.gauge(
+          "agentkv_prepacked_weight_bytes",
+          "Bytes of layer weights laid out once for the prefill kernels (--prepack-weights; 0 when off).")),
       segment_evictions(registry.counter("agentkv_segment_evictions_total",
                                          "Frozen segments evicted above the KV utilisation watermark.")),
       lr_blocks_used(registry.gauge("agentkv_lr_cache_blocks", "LRAgent LR cache blocks by state.",

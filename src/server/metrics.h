@@ -136,6 +136,7 @@ struct ServerMetrics {
   Gauge& frozen_segments;      // agentkv_frozen_segments
   Gauge& frozen_blocks;        // agentkv_frozen_blocks
   Gauge& step_token_layers_max;  // agentkv_step_token_layers_max
+  Gauge& prepacked_weight_bytes;  // agentkv_prepacked_weight_bytes (--prepack-weights)
   Counter& segment_evictions;  // agentkv_segment_evictions_total
   Gauge& lr_blocks_used;       // agentkv_lr_cache_blocks{state="used"}: LRAgent's LR cache
   Gauge& lr_blocks_cached;     // agentkv_lr_cache_blocks{state="cached"}

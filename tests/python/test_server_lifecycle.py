@@ -24,6 +24,21 @@ def test_config_file_and_flag_override(start_server, tmp_path):
     total = sum(metric(m, "agentkv_kv_blocks", state=s) for s in ("used", "cached", "free"))
     # 16 MiB of f16 KV for this model: 40 blocks of 16 tokens (the default 256 MiB: ~650)
     assert 0 < total < 64, total
+    assert metric(m, "agentkv_prepacked_weight_bytes") == 0  # off unless asked for
+
+
+def test_prepacked_weights_are_reported_and_serve(start_server):
+    """--prepack-weights: the layout's bytes in the start log and /metrics,
+    40 per 32 weights of SmolLM2-135M's 30 layers x 7 matrices (576x576 q and
+    o, 192x576 k and v, 1536x576 gate and up, 576x1536 down: 106,168,320
+    weights), and requests are served from it."""
+    server = start_server("--prepack-weights")
+    assert metric(server.metrics(), "agentkv_prepacked_weight_bytes") == 106_168_320 * 40 // 32
+    assert "--prepack-weights: 126 MiB of layer weights laid out for prefill" in server.log(60)
+    status, data = server.post_json("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 4,
+                                                      "temperature": 0})
+    assert status == 200, data
+    assert json.loads(data)["usage"]["completion_tokens"] == 4
 
 
 @pytest.mark.parametrize("args,needle", [
