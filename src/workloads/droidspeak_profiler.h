@@ -5,7 +5,8 @@
 // everywhere, then once per layer with that layer's K/V taken from the
 // producer's cache (the consumer's rows keep it, writing every other
 // layer), and the mean KL between the two over the prompt's second half.
-// Runs the runner directly on a K/V storage of its own: nothing is served.
+// The forward passes are runtime/layer_swap_probe.h's (a K/V storage of its
+// own: no request the engine serves has such a cache).
 #pragma once
 
 #include <cstdint>
