@@ -167,8 +167,8 @@ struct ServingOptions {
   // q8 only: lay the layer weights out once at start for the prefill
   // kernels (their panels), instead of per prefill call. The same bits;
   // prefill does less work per call; the weights take 40 bytes per 32
-  // values more (2x a q4_1 file's, 1.2x a q8_0's), not counted in the KV
-  // budget. Logged at start with its size.
+  // values more for q4_1 (2x its file's), 36 for q4_0 (2x) and q8_0 (1.06x),
+  // not counted in the KV budget. Logged at start with its size.
   bool prepack_weights = false;
   int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
                                       // the CLI's --ctx-size

@@ -1,5 +1,7 @@
 #include "runtime/prompt_deferral.h"
 
+#include <cassert>
+
 namespace agentkv {
 
 bool PromptDeferral::start(KvScratch* scratch, RequestId holder, int32_t begin, int32_t n_prompt) {
@@ -16,12 +18,21 @@ bool PromptDeferral::start(KvScratch* scratch, RequestId holder, int32_t begin, 
   return true;
 }
 
-void PromptDeferral::put(int32_t pos, const float* h) { scratch_->put(holder_, pos - begin_, h); }
+// put, get, split and drop act on a started deferral (the engine calls them
+// only then).
+void PromptDeferral::put(int32_t pos, const float* h) {
+  assert(started() && pos >= begin_);
+  scratch_->put(holder_, pos - begin_, h);
+}
 
-void PromptDeferral::get(int32_t pos, float* dst) const { scratch_->get(holder_, pos - begin_, dst); }
+void PromptDeferral::get(int32_t pos, float* dst) const {
+  assert(started() && pos >= begin_);
+  scratch_->get(holder_, pos - begin_, dst);
+}
 
 bool PromptDeferral::split(Step* step, int32_t row_begin, int32_t last_hook, int32_t n_layers,
                            int64_t max_token_layers, int32_t n_prompt) {
+  assert(started());
   const int32_t cap = last_hook + 1;
   auto end_of = [&](const TokenRow& row) { return row.layer_end == kAllLayers ? n_layers : row.layer_end; };
   int64_t cost = 0;
@@ -54,7 +65,10 @@ bool PromptDeferral::split(Step* step, int32_t row_begin, int32_t last_hook, int
   return true;
 }
 
-void PromptDeferral::drop(int32_t pos) { keep_[pos - begin_] = 0; }
+void PromptDeferral::drop(int32_t pos) {
+  assert(splitting_ && pos >= begin_ && pos - begin_ < static_cast<int32_t>(keep_.size()));
+  keep_[pos - begin_] = 0;
+}
 
 void PromptDeferral::after_split() {
   splitting_ = false;

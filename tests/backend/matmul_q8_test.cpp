@@ -5,6 +5,8 @@
 // bit for bit, for every row count (direct and panel kernels), thread count
 // and column tail. The reference's weight decoding is itself checked against
 // the format module's dequantize_row.
+#include "backend/cpu/matmul_q8.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -168,7 +170,11 @@ void check_rule(GgmlType t) {
     const PreparedWeights laid = pre1->prepare_weights(qm);
     ASSERT_EQ(laid.layout != nullptr, has_layout);
     if (has_layout) {
-      EXPECT_GE(laid.bytes, n * k / 32 * 40);
+      // 32 bytes of integers and the f32 scale per 32 weights, and q4_1's
+      // f32 minimum, for every column padded to the layout's group (8 or 16).
+      const int64_t per_block = t == GgmlType::kQ4_1 ? 40 : 36;
+      EXPECT_GE(laid.bytes, n * (k / 32) * per_block);
+      EXPECT_LE(laid.bytes, (n + 15) / 16 * 16 * (k / 32) * per_block);
     }
     QuantMatrix qp = qm;
     qp.layout = laid.layout.get();
@@ -295,6 +301,39 @@ TEST_P(MatmulQ8IsaTest, PrefillReadsTheLayoutLaidOutAtLoad) {
     on->matmul_quant(x.data(), mixed, y.data(), m);
     ASSERT_NE(ya, yb);
     EXPECT_EQ(y, m <= 4 ? ya : yb) << GetParam() << " m=" << m;
+  }
+}
+
+// The kernel entry itself (backend/cpu/matmul_q8.h), below the backend's
+// slicing (which starts every slice on a 16-column group when a layout is
+// passed): a slice that starts off the layout's groups builds its own
+// panels, with the same bits as without the layout.
+TEST_P(MatmulQ8IsaTest, ASliceOffTheLayoutsGroupsBuildsItsOwnPanels) {
+  IsaGuard restore;
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  const GgmlType t = GgmlType::kQ4_1;
+  const uint32_t id = static_cast<uint32_t>(t);
+  const int64_t k = 2 * 32, n = 56, row_bytes = 2 * 20, m = 9;
+  std::mt19937 rng(8);
+  const auto w = random_matrix(rng, t, n, k, row_bytes);
+  const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+  const std::shared_ptr<const cpu::Q8Panel> panel = cpu::q8_prepack(qm);
+  if (GetParam() == "scalar") {
+    EXPECT_EQ(panel, nullptr);
+    return;
+  }
+  ASSERT_NE(panel, nullptr);
+  QuantMatrix qp = qm;
+  qp.layout = panel.get();
+  const auto x = random_vec(rng, m * k);
+  cpu::Q8Acts a;
+  cpu::q8_resize(a, m, k);
+  cpu::q8_quantize_rows(x.data(), a, 0, m);
+  for (int64_t n0 : {0, 8, 24}) {
+    std::vector<float> want(m * n, 0.0f), got(m * n, 0.0f);
+    cpu::q8_gemm_rows(a, qm, want.data(), n, n0, n, false);
+    cpu::q8_gemm_rows(a, qp, got.data(), n, n0, n, false);
+    EXPECT_EQ(got, want) << GetParam() << " n0=" << n0;
   }
 }
 

@@ -69,11 +69,12 @@ void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1);
 
 // A matrix's weights laid out once for the panel kernels: the layout a call
 // with more than four rows otherwise builds per call, per column panel
-// (matmul_q8.cpp). 32 bytes of integers and two floats (scale, minimum) per
-// 32 weights: 40 bytes, against the file's 18 (q4_0), 20 (q4_1) or 34
-// (q8_0). Read only by the kernel family that laid it out (`layout`), and
-// only for column slices that start on one of its column groups; others
-// build their panels per call as before. The bits are the same either way.
+// (matmul_q8.cpp). 32 bytes of integers and the scale as f32 per 32
+// weights, and q4_1's minimum as f32 (`m`, empty for the other types): 40
+// bytes for q4_1 against the file's 20, 36 for q4_0 (18) and q8_0 (34).
+// Read only by the kernel family that laid it out (`layout`), and only for
+// column slices that start on one of its column groups; others build their
+// panels per call as before. The bits are the same either way.
 struct Q8Panel {
   int layout = 0;
   int64_t n = 0, k = 0;
@@ -84,6 +85,9 @@ struct Q8Panel {
 // w laid out for the active ISA's panel kernels, or null (q8_supports(w.type)
 // false, or the scalar kernels, which read no panel).
 std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w);
+// The widest panel group (AVX-512's 16 columns): column slices that start on
+// a multiple of it read a Q8Panel of any layout.
+inline constexpr int64_t kQ8PanelCols = 16;
 
 // y[i, j] (+)= the order above, for rows i < x.m and weight rows j in
 // [n0, n1) (y row stride ldy). w.k == x.k and q8_supports(w.type). When

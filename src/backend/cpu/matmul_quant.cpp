@@ -28,8 +28,17 @@ PreparedWeights CpuBackend::prepare_weights(const QuantMatrix& w) {
 // other's cache lines of y.
 namespace {
 
-// The column slice of one thread: a multiple of 8, at least 8.
-int64_t column_chunk(int64_t n, int threads) { return std::max<int64_t>(8, ((n + threads - 1) / threads + 7) / 8 * 8); }
+// The column slice of one thread: a multiple of `align` (8, or the widest
+// panel group where prefill reads weights laid out at load, so that every
+// slice starts on one of its groups), at least `align`.
+int64_t column_chunk(int64_t n, int threads, int64_t align = 8) {
+  return std::max<int64_t>(align, ((n + threads - 1) / threads + align - 1) / align * align);
+}
+
+// The slices' alignment of a q8 product with m rows of w.
+int64_t q8_align(const QuantMatrix& w, int64_t m) {
+  return w.layout != nullptr && m > 4 ? cpu::kQ8PanelCols : 8;
+}
 
 }  // namespace
 
@@ -47,9 +56,9 @@ void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, in
     if (!accumulate) std::memset(y, 0, sizeof(float) * m * n);
     return;
   }
-  const int64_t chunk = column_chunk(n, pool_.size());
-  const int64_t n_chunks = (n + chunk - 1) / chunk;
   if (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(w.type)) {
+    const int64_t chunk = column_chunk(n, pool_.size(), q8_align(w, m));
+    const int64_t n_chunks = (n + chunk - 1) / chunk;
     cpu::q8_resize(q8_x_, m, k);
     parallel_for(m, 16, [&](int64_t b, int64_t e) { cpu::q8_quantize_rows(x, q8_x_, b, e); });
     parallel_for(n_chunks, 1, [&](int64_t b, int64_t e) {
@@ -57,6 +66,8 @@ void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, in
     });
     return;
   }
+  const int64_t chunk = column_chunk(n, pool_.size());
+  const int64_t n_chunks = (n + chunk - 1) / chunk;
   parallel_for(n_chunks, 1, [&](int64_t b, int64_t e) {
     cpu::quant_gemv_rows(x, w, y, m, n, b * chunk, std::min(n, e * chunk), accumulate);
   });
@@ -77,7 +88,8 @@ void CpuBackend::matmul_quant_pair(const float* x, const QuantMatrix& a, float* 
     return;
   }
   const int t = pool_.size();
-  const int64_t chunk_a = column_chunk(a.n, t), chunk_b = column_chunk(b.n, t);
+  const int64_t chunk_a = column_chunk(a.n, t, q8 ? q8_align(a, m) : 8);
+  const int64_t chunk_b = column_chunk(b.n, t, q8 ? q8_align(b, m) : 8);
   const int64_t n_a = (a.n + chunk_a - 1) / chunk_a, n_b = (b.n + chunk_b - 1) / chunk_b;
   if (q8) {
     cpu::q8_resize(q8_x_, m, a.k);
