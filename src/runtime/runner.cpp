@@ -31,6 +31,7 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
 
 QuantMatrix Runner::quant_matrix(const DenseTensor& w, int64_t n, int64_t k) const {
   QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
+  if (layouts_.empty()) return q;  // the default: no layouts, no lookup on the hot path
   if (auto it = layouts_.find(w.packed.data()); it != layouts_.end()) q.layout = it->second.get();
   return q;
 }

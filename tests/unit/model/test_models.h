@@ -25,6 +25,16 @@ inline GgufWriter tiny_vocab_writer(int n_tokens = 300) {
   return w;
 }
 
+// The small model of the runner tests: 2 layers, d_model 64, 4 heads over
+// 2 K/V heads, ffn 96, weights with std 0.08 (attention far from uniform).
+inline SynthModelConfig small_synth_config(uint32_t seed, const std::string& arch = "llama") {
+  SynthModelConfig c;
+  c.arch = arch;
+  c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 96, c.seed = seed;
+  c.init_std = 0.08f;
+  return c;
+}
+
 // Writes a synthetic model to a unique temp file and returns its path.
 inline std::string write_synth_model(const SynthModelConfig& cfg) {
   auto bytes = tiny_vocab_writer().to_bytes();

@@ -21,10 +21,7 @@ namespace {
 class LayerSwapProbeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    SynthModelConfig c;
-    c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 96, c.seed = 23;
-    c.init_std = 0.08f;
-    path_ = testing::write_synth_model(c);
+    path_ = testing::write_synth_model(testing::small_synth_config(23));
     ASSERT_FALSE(path_.empty());
     auto m = model_load_file(path_, {});
     ASSERT_TRUE(m.is_ok()) << m.status().message();

@@ -30,11 +30,7 @@ std::vector<int32_t> tokens(int n, uint32_t seed) {
 class RunnerAdapter : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    SynthModelConfig c;
-    c.arch = GetParam();
-    c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 96, c.seed = 21;
-    c.init_std = 0.08f;
-    path_ = testing::write_synth_model(c);
+    path_ = testing::write_synth_model(testing::small_synth_config(21, GetParam()));
     ASSERT_FALSE(path_.empty());
     auto m = model_load_file(path_, {});
     ASSERT_TRUE(m.is_ok()) << m.status().message();

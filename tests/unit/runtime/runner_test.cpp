@@ -164,8 +164,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, RunnerArch, ::testing::Values("llama", "mistral"
 // Decode-sized steps read the packed (quantized) weights, prefill the f32
 // copies: both must give the same logits for a quantized model.
 TEST(Runner, PackedDecodeMatchesDequantizedPrefill) {
-  SynthModelConfig c;
-  c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 96, c.seed = 3, c.init_std = 0.08f;
+  SynthModelConfig c = testing::small_synth_config(3);
   c.type = GgmlType::kQ8_0;
   std::string path = testing::write_synth_model(c);
   Rig r = make_rig(path, 16, 16);
