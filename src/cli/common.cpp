@@ -69,8 +69,9 @@ void add_prepack_option(CLI::App* cmd, bool* prepack_weights) {
   cmd->add_flag(
       "--prepack-weights", *prepack_weights,
       "with --act-quant q8: lay the layer weights out once at start for the prefill kernels instead "
-      "of per prefill call (the same bits; faster prefill; the weights then take 40 bytes per 32 "
-      "values more for q4_1, 36 for q4_0 and q8_0: 2x a q4 file's, 1.06x a q8_0's; logged at start)");
+      "of per prefill call (the same bits; faster prefill; the weights then take, per 32 values, 40 "
+      "bytes more for q4_1, q5_1 and q4_K, 36 for q4_0, q5_0 and q8_0, 38 for q6_K: 2x a q4 file's, "
+      "1.06x a q8_0's; logged at start)");
 }
 
 void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {

@@ -33,9 +33,9 @@ using test::random_matrix;
 using test::random_vec;
 
 struct QRow {
-  std::vector<int> q;               // k
-  std::vector<float> d, s;          // per block
-  std::vector<int> qsum;            // per block
+  std::vector<int> q;       // k
+  std::vector<float> d, s;  // per block
+  std::vector<int> qsum;    // per block
 };
 
 QRow quantize(const float* x, int64_t k) {
@@ -60,26 +60,82 @@ QRow quantize(const float* x, int64_t k) {
   return r;
 }
 
-// Block b of a weight row: integer quants, scale and minimum (value dw * wq + mw).
+// 32-element block b of a weight row: integer quants, scale, minimum and
+// q6_K's two integer scales (value dw * sc * wq + mw, sc = sc_lo for
+// elements 0-15 and sc_hi for 16-31), decoded here from the GGUF layouts.
 struct WBlock {
   int wq[32];
-  float dw, mw;
+  float dw, mw = 0.0f;
+  int sc_lo = 1, sc_hi = 1;
 };
 
-WBlock weight_block(GgmlType t, const uint8_t* blk) {
+bool has_min(GgmlType t) { return t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1 || t == GgmlType::kQ4_K; }
+
+int nibble(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4; }
+
+uint32_t u32_at(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+WBlock weight_block(GgmlType t, const uint8_t* row, int64_t b) {
   WBlock w{};
-  w.dw = load_fp16(blk);
-  const uint8_t* qs = blk + (t == GgmlType::kQ4_1 ? 4 : 2);
-  for (int e = 0; e < 32; ++e) {
-    if (t == GgmlType::kQ8_0) {
-      w.wq[e] = static_cast<int8_t>(qs[e]);
-    } else {
-      const int nib = e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4;
-      w.wq[e] = t == GgmlType::kQ4_0 ? nib - 8 : nib;
+  const int64_t bytes = ggml_type_traits(static_cast<uint32_t>(t))->block_bytes;
+  const uint8_t* blk = row + b * bytes;
+  switch (t) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1: {
+      const bool q41 = t == GgmlType::kQ4_1;
+      w.dw = load_fp16(blk);
+      if (q41) w.mw = load_fp16(blk + 2);
+      for (int e = 0; e < 32; ++e) w.wq[e] = nibble(blk + (q41 ? 4 : 2), e) - (q41 ? 0 : 8);
+      return w;
     }
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1: {
+      const bool q51 = t == GgmlType::kQ5_1;
+      w.dw = load_fp16(blk);
+      if (q51) w.mw = load_fp16(blk + 2);
+      const uint32_t qh = u32_at(blk + (q51 ? 4 : 2));
+      for (int e = 0; e < 32; ++e)
+        w.wq[e] = (nibble(blk + (q51 ? 8 : 6), e) | int((qh >> e) & 1u) << 4) - (q51 ? 0 : 16);
+      return w;
+    }
+    case GgmlType::kQ8_0:
+      w.dw = load_fp16(blk);
+      for (int e = 0; e < 32; ++e) w.wq[e] = static_cast<int8_t>(blk[2 + e]);
+      return w;
+    case GgmlType::kQ4_K: {
+      // Super-block of 256: d, dmin, 12 bytes of 6-bit (scale, min) pairs, 128 of nibbles.
+      const uint8_t* sb = row + (b / 8) * 144;
+      const int j = static_cast<int>(b % 8);
+      const uint8_t* sc = sb + 4;
+      const int scale = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
+      const int mn = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
+      w.dw = load_fp16(sb) * static_cast<float>(scale);
+      w.mw = -(load_fp16(sb + 2) * static_cast<float>(mn));
+      for (int e = 0; e < 32; ++e) w.wq[e] = (sb[16 + 32 * (j / 2) + e] >> (4 * (j % 2))) & 15;
+      return w;
+    }
+    case GgmlType::kQ6_K: {
+      // Super-block of 256: ql[128], qh[64], 16 int8 scales, d.
+      const uint8_t* sb = row + (b / 8) * 210;
+      const int j = static_cast<int>(b % 8), h = j / 4, g = j % 4;
+      w.dw = load_fp16(sb + 208);
+      w.sc_lo = static_cast<int8_t>(sb[192 + 2 * j]);
+      w.sc_hi = static_cast<int8_t>(sb[192 + 2 * j + 1]);
+      for (int e = 0; e < 32; ++e) {
+        const int lo4 = (sb[64 * h + 32 * (g % 2) + e] >> (4 * (g / 2))) & 15;
+        const int hi2 = (sb[128 + 32 * h + e] >> (2 * g)) & 3;
+        w.wq[e] = (lo4 | hi2 << 4) - 32;
+      }
+      return w;
+    }
+    default:
+      ADD_FAILURE() << "no q8 decoding for type " << static_cast<int>(t);
+      return w;
   }
-  if (t == GgmlType::kQ4_1) w.mw = load_fp16(blk + 2);
-  return w;
 }
 
 // The rule's output, and the bound of its distance to the exact product with
@@ -92,7 +148,6 @@ struct Want {
 
 Want reference(GgmlType t, const std::vector<uint8_t>& w, int64_t row_bytes, const std::vector<float>& x,
                const std::vector<float>& y0, int64_t m, int64_t k, int64_t n, bool accumulate) {
-  const int64_t block_bytes = ggml_type_traits(static_cast<uint32_t>(t))->block_bytes;
   Want out;
   out.y.resize(m * n);
   out.exact.resize(m * n);
@@ -103,17 +158,19 @@ Want reference(GgmlType t, const std::vector<uint8_t>& w, int64_t row_bytes, con
       float acc = 0.0f;
       double exact = accumulate ? y0[i * n + j] : 0.0, bound = 0.0, mag = 0.0;
       for (int64_t b = 0; b < k / 32; ++b) {
-        const WBlock wb = weight_block(t, w.data() + j * row_bytes + b * block_bytes);
-        int64_t isum = 0;
+        const WBlock wb = weight_block(t, w.data() + j * row_bytes, b);
+        int64_t lo = 0, hi = 0;
         for (int e = 0; e < 32; ++e) {
-          isum += int64_t(wb.wq[e]) * xq.q[b * 32 + e];
-          const double wv = double(wb.dw) * wb.wq[e] + wb.mw;
+          (e < 16 ? lo : hi) += int64_t(wb.wq[e]) * xq.q[b * 32 + e];
+          const double wv = double(wb.dw) * (e < 16 ? wb.sc_lo : wb.sc_hi) * wb.wq[e] + wb.mw;
           exact += wv * x[i * k + b * 32 + e];
           bound += std::fabs(wv) * xq.d[b] / 2;
           mag += std::fabs(wv * x[i * k + b * 32 + e]);
         }
+        const int64_t isum = wb.sc_lo * lo + wb.sc_hi * hi;
+        EXPECT_LT(std::abs(isum), int64_t(1) << 24);  // float(isum) exact; in int32 with room
         acc = std::fma(static_cast<float>(isum), wb.dw * xq.d[b], acc);
-        if (t == GgmlType::kQ4_1) acc = std::fma(wb.mw, xq.s[b], acc);
+        if (has_min(t)) acc = std::fma(wb.mw, xq.s[b], acc);
       }
       out.y[i * n + j] = accumulate ? y0[i * n + j] + acc : acc;
       out.exact[i * n + j] = exact;
@@ -123,7 +180,8 @@ Want reference(GgmlType t, const std::vector<uint8_t>& w, int64_t row_bytes, con
   return out;
 }
 
-const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0};
+const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
 
 class MatmulQ8Test : public ::testing::TestWithParam<GgmlType> {};
 
@@ -131,14 +189,20 @@ TEST_P(MatmulQ8Test, WeightDecodingMatchesTheFormatModule) {
   const GgmlType t = GetParam();
   const auto tr = *ggml_type_traits(static_cast<uint32_t>(t));
   std::mt19937 rng(7);
-  const int64_t k = 4 * 32;
-  const auto w = random_matrix(rng, t, 1, k, 4 * tr.block_bytes);
+  // Two file blocks: 64 elements, or 512 of a K type.
+  const int64_t k = 2 * tr.block_elems;
+  const auto w = random_matrix(rng, t, 1, k, 2 * tr.block_bytes);
   std::vector<float> deq(k);
   ASSERT_TRUE(dequantize_row(t, w.data(), deq.data(), k).is_ok());
-  for (int64_t b = 0; b < 4; ++b) {
-    const WBlock wb = weight_block(t, w.data() + b * tr.block_bytes);
-    for (int e = 0; e < 32; ++e)
-      EXPECT_FLOAT_EQ(static_cast<float>(double(wb.dw) * wb.wq[e] + wb.mw), deq[b * 32 + e]) << b << " " << e;
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const WBlock wb = weight_block(t, w.data(), b);
+    for (int e = 0; e < 32; ++e) {
+      const double scaled = double(wb.dw) * (e < 16 ? wb.sc_lo : wb.sc_hi) * wb.wq[e];
+      // The format module rounds its own way (q4_K: d * sc * q - dmin * mn
+      // in f32): a few f32 roundings of the terms' size apart, at most.
+      EXPECT_NEAR(scaled + wb.mw, deq[b * 32 + e], 4e-7 * (std::fabs(scaled) + std::fabs(wb.mw)) + 1e-30)
+          << b << " " << e;
+    }
   }
 }
 
@@ -162,17 +226,23 @@ void check_rule(GgmlType t) {
   // 5, 8, 13 the panel one (13: a tail of one row); 16, 17 and 35 full tiles
   // of 16 rows, which the amx kernels run in AMX tiles, with row tails of 1
   // and 3 left to the panel kernel.
+  // K types: blocks of 256 elements (eight of 32), so k_blocks rounds up to 8.
   const Case cases[] = {{1, 1, 0}, {1, 7, 0}, {3, 37, 5}, {2, 64, 0}, {18, 301, 0}, {48, 24, 3}};
-  for (const Case& c : cases) {
-    const int64_t k = c.k_blocks * 32, n = c.n, row_bytes = c.k_blocks * tr.block_bytes + c.pad;
+  const int64_t per_file_block = tr.block_elems / 32;
+  for (const Case& c0 : cases) {
+    Case c = c0;
+    c.k_blocks = (c.k_blocks + per_file_block - 1) / per_file_block * per_file_block;
+    const int64_t k = c.k_blocks * 32, n = c.n,
+                  row_bytes = c.k_blocks / per_file_block * tr.block_bytes + c.pad;
     const auto w = random_matrix(rng, t, n, k, row_bytes);
     const QuantMatrix qm{id, w.data(), row_bytes, n, k};
     const PreparedWeights laid = pre1->prepare_weights(qm);
     ASSERT_EQ(laid.layout != nullptr, has_layout);
     if (has_layout) {
-      // 32 bytes of integers and the f32 scale per 32 weights, and q4_1's
-      // f32 minimum, for every column padded to the layout's group (8 or 16).
-      const int64_t per_block = t == GgmlType::kQ4_1 ? 40 : 36;
+      // 32 bytes of integers and the f32 scale per 32 weights, the f32
+      // minimum (q4_1, q5_1, q4_K) or q6_K's two i8 scales, for every column
+      // padded to the layout's group (8 or 16).
+      const int64_t per_block = has_min(t) ? 40 : t == GgmlType::kQ6_K ? 38 : 36;
       EXPECT_GE(laid.bytes, n * (k / 32) * per_block);
       EXPECT_LE(laid.bytes, (n + 15) / 16 * 16 * (k / 32) * per_block);
     }
@@ -189,8 +259,8 @@ void check_rule(GgmlType t) {
         be2->matmul_quant(x.data(), qm, y2.data(), m, accumulate);
         pre1->matmul_quant(x.data(), qp, y3.data(), m, accumulate);
         pre3->matmul_quant(x.data(), qp, y4.data(), m, accumulate);
-        const std::string where =
-            std::string(tr.name) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n);
+        const std::string where = std::string(tr.name) + " m=" + std::to_string(m) +
+                                  " k=" + std::to_string(k) + " n=" + std::to_string(n);
         EXPECT_EQ(y1, want.y) << where << " acc=" << accumulate;
         EXPECT_EQ(y2, want.y) << where << " (2 threads)";
         EXPECT_EQ(y3, want.y) << where << " (laid out at load)";
@@ -439,12 +509,13 @@ TEST_P(MatmulQ8Test, PairEqualsTwoProducts) {
   const uint32_t other = static_cast<uint32_t>(t == GgmlType::kQ8_0 ? GgmlType::kQ4_1 : GgmlType::kQ8_0);
   const auto tr2 = *ggml_type_traits(other);
   std::mt19937 rng(7 + id);
-  const int64_t k = 96;
+  const int64_t k = tr.block_elems == 256 ? 256 : 96;
+  const int64_t ra = k / tr.block_elems * tr.block_bytes, rb = k / tr2.block_elems * tr2.block_bytes;
   for (int64_t na : {8, 37, 200}) {
     const int64_t nb = na + 11;
-    const auto wa = random_matrix(rng, t, na, k, 3 * tr.block_bytes);
-    const auto wb = random_matrix(rng, static_cast<GgmlType>(other), nb, k, 3 * tr2.block_bytes);
-    const QuantMatrix qa{id, wa.data(), 3 * tr.block_bytes, na, k}, qb{other, wb.data(), 3 * tr2.block_bytes, nb, k};
+    const auto wa = random_matrix(rng, t, na, k, ra);
+    const auto wb = random_matrix(rng, static_cast<GgmlType>(other), nb, k, rb);
+    const QuantMatrix qa{id, wa.data(), ra, na, k}, qb{other, wb.data(), rb, nb, k};
     for (ActQuant aq : {ActQuant::kF32, ActQuant::kQ8}) {
       for (int threads : {1, 2, 3}) {
         auto be = backend_cpu_init({.n_threads = threads, .act_quant = aq});
@@ -454,8 +525,9 @@ TEST_P(MatmulQ8Test, PairEqualsTwoProducts) {
           be->matmul_quant(x.data(), qa, a1.data(), m);
           be->matmul_quant(x.data(), qb, b1.data(), m);
           be->matmul_quant_pair(x.data(), qa, a2.data(), qb, b2.data(), m);
-          const std::string where = std::string(tr.name) + " na=" + std::to_string(na) + " m=" + std::to_string(m) +
-                                    " threads=" + std::to_string(threads) + (aq == ActQuant::kQ8 ? " q8" : " f32");
+          const std::string where = std::string(tr.name) + " na=" + std::to_string(na) +
+                                    " m=" + std::to_string(m) + " threads=" + std::to_string(threads) +
+                                    (aq == ActQuant::kQ8 ? " q8" : " f32");
           EXPECT_EQ(a2, a1) << where;
           EXPECT_EQ(b2, b1) << where;
         }
@@ -468,20 +540,16 @@ INSTANTIATE_TEST_SUITE_P(Types, MatmulQ8Test, ::testing::ValuesIn(kTypes), [](co
   return std::string(ggml_type_traits(static_cast<uint32_t>(info.param))->name);
 });
 
-// Types without a q8 kernel keep the f32 path under kQ8: the same outputs as
-// a backend built without it.
-TEST(MatmulQ8, OtherTypesStayExact) {
-  std::mt19937 rng(5);
-  const GgmlType t = GgmlType::kQ6_K;
-  const auto tr = *ggml_type_traits(static_cast<uint32_t>(t));
-  const int64_t k = 256, n = 19, m = 6;
-  const auto w = random_matrix(rng, t, n, k, tr.block_bytes);
-  const QuantMatrix qm{static_cast<uint32_t>(t), w.data(), tr.block_bytes, n, k};
-  const auto x = random_vec(rng, m * k);
-  std::vector<float> a(m * n), b(m * n);
-  backend_cpu_init({.n_threads = 1})->matmul_quant(x.data(), qm, a.data(), m);
-  backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8})->matmul_quant(x.data(), qm, b.data(), m);
-  EXPECT_EQ(a, b);
+// Every block type the f32 path reads (backend_cpu_reads_packed) has a q8
+// path too, and no other type claims one: no matrix of a q8 run silently
+// keeps f32 activations.
+TEST(MatmulQ8, EveryQuantizedTypeHasAQ8Path) {
+  int with = 0;
+  for (uint32_t id = 0; id < 64; ++id) {
+    EXPECT_EQ(cpu::q8_supports(id), backend_cpu_reads_packed(id)) << "type " << id;
+    with += cpu::q8_supports(id);
+  }
+  EXPECT_EQ(with, static_cast<int>(std::size(kTypes)));
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/matmul_q8_blocks.h"
 #include "backend/cpu/matmul_quant_blocks.h"
 #include "backend/cpu/simd.h"
 #include "util/log.h"
@@ -41,31 +42,10 @@
 namespace agentkv::cpu {
 namespace {
 
+using q8b::block_of;
+using q8b::sub_of;
+using q8b::with_type;
 using quant::half;
-
-// ggml type ids (format/ggml_type.h); the backend does not link the format module.
-enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8 };
-
-// A weight block as unsigned bytes u = wq + kKappa (so that u * q is the
-// unsigned-by-signed product vpdpbusd takes), its scale and its minimum.
-struct W4_0 {
-  static constexpr int kBytes = 18, kKappa = 8;
-  static constexpr bool kMin = false;
-  static int u8_at(const uint8_t* b, int e) { return e < 16 ? b[2 + e] & 0x0f : b[2 + e - 16] >> 4; }
-  static float mw(const uint8_t*) { return 0.0f; }
-};
-struct W4_1 {
-  static constexpr int kBytes = 20, kKappa = 0;
-  static constexpr bool kMin = true;
-  static int u8_at(const uint8_t* b, int e) { return e < 16 ? b[4 + e] & 0x0f : b[4 + e - 16] >> 4; }
-  static float mw(const uint8_t* b) { return half(b + 2); }
-};
-struct W8_0 {
-  static constexpr int kBytes = 34, kKappa = 128;
-  static constexpr bool kMin = false;
-  static int u8_at(const uint8_t* b, int e) { return static_cast<int8_t>(b[2 + e]) + 128; }
-  static float mw(const uint8_t*) { return 0.0f; }
-};
 
 inline int32_t load_i32(const void* p) {
   int32_t v;
@@ -319,7 +299,9 @@ Status select_q8_isa(std::string_view name) {
       available_here());
 }
 
-bool q8_supports(uint32_t type) { return type == kQ4_0 || type == kQ4_1 || type == kQ8_0; }
+bool q8_supports(uint32_t type) {
+  return q8b::with_type(type, [](auto) {});
+}
 
 void q8_resize(Q8Acts& a, int64_t m, int64_t k) {
   a.m = m;
@@ -327,6 +309,7 @@ void q8_resize(Q8Acts& a, int64_t m, int64_t k) {
   a.q.resize(size_t(m * k));
   a.d.resize(size_t(m * (k / 32)));
   a.qsum.resize(size_t(m * (k / 32)));
+  a.qlo.resize(size_t(m * (k / 32)));
   a.s.resize(size_t(m * (k / 32)));
 }
 

@@ -2,21 +2,27 @@
 // (BackendConfig::act_quant = kQ8, llama.cpp's way): integer dot products per
 // 32-element block, one float step per block. Faster than matmul_quant's f32
 // path, at a cost in accuracy (about 1e-3 relative on SmolLM2's logits,
-// measured in tests/python/test_logits.py) for q4_0, q4_1 and q8_0 weights.
+// measured in tests/python/test_logits.py) for q4_0, q4_1, q5_0, q5_1, q8_0,
+// q4_K and q6_K weights.
 //
-// The activation rule (q8_0's, with q8_1's block sum for q4_1): for each row
-// and 32-element block, d = max|x| / 127, q = round-half-even(x * (1/d)) (all
-// zero when d == 0), qsum = sum(q), s = d * float(qsum).
+// The activation rule (q8_0's, with q8_1's block sum for the types with a
+// minimum): for each row and 32-element block, d = max|x| / 127,
+// q = round-half-even(x * (1/d)) (all zero when d == 0), qsum = sum(q),
+// s = d * float(qsum), qlo = the sum of its first 16 q.
 //
 // The one order of every output (batch invariance, DESIGN.md §4), whatever
 // the kernel, row count or thread count:
-//   acc = +0; for each block b in increasing order:
+//   acc = +0; for each 32-element block b in increasing order:
 //     isum = sum over the block of wq * q      (exact, int32)
 //     acc  = fma(float(isum), dw * d, acc)
-//     acc  = fma(mw, s, acc)                    (q4_1 only)
+//     acc  = fma(mw, s, acc)                    (q4_1, q5_1, q4_K)
 //   y = acc or y + acc
 // where the weight block is dw * wq (+ mw): wq = q4 - 8 (q4_0), q4 (q4_1),
-// q8 (q8_0).
+// q5 - 16 (q5_0), q5 (q5_1), q8 (q8_0); q4_K's sub-block j of a super-block
+// has wq = q4, dw = d * sc_j and mw = -(dmin * mn_j), products exact in f32.
+// q6_K's blocks have one integer scale per 16 elements, so its
+//   isum = sc_lo * sum_0..15(wq * q) + sc_hi * sum_16..31(wq * q)
+// (exact, int32), wq = q6 - 32 and dw = d (matmul_q8_blocks.h).
 #pragma once
 
 #include <cstdint>
@@ -32,14 +38,15 @@ namespace agentkv::cpu {
 // m rows of quantized activations over k elements (k a multiple of 32).
 struct Q8Acts {
   int64_t m = 0, k = 0;
-  AlignedVector<int8_t> q;    // (m, k)
-  AlignedVector<float> d;     // (m, k / 32) block scales
+  AlignedVector<int8_t> q;      // (m, k)
+  AlignedVector<float> d;       // (m, k / 32) block scales
   AlignedVector<int32_t> qsum;  // (m, k / 32) sum of the block's q
-  AlignedVector<float> s;     // (m, k / 32) d * float(qsum)
+  AlignedVector<int32_t> qlo;   // (m, k / 32) sum of the block's first 16 q
+  AlignedVector<float> s;       // (m, k / 32) d * float(qsum)
   const int8_t* row_q(int64_t r) const { return q.data() + r * k; }
 };
 
-// True for the weight types with a q8 path (q4_0, q4_1, q8_0).
+// True for the weight types with a q8 path (the types above).
 bool q8_supports(uint32_t type);
 
 // The instruction set the q8 kernels run on, chosen at run time: every one
@@ -70,8 +77,9 @@ void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1);
 // A matrix's weights laid out once for the panel kernels: the layout a call
 // with more than four rows otherwise builds per call, per column panel
 // (matmul_q8.cpp). 32 bytes of integers and the scale as f32 per 32
-// weights, and q4_1's minimum as f32 (`m`, empty for the other types): 40
-// bytes for q4_1 against the file's 20, 36 for q4_0 (18) and q8_0 (34).
+// weights, the minimum as f32 (`m`, for q4_1, q5_1 and q4_K) and q6_K's two
+// integer scales (`s`): 40 bytes for q4_1 (the file's 20), q5_1 (24) and q4_K
+// (18), 36 for q4_0 (18), q5_0 (22) and q8_0 (34), 38 for q6_K (26.25).
 // Read only by the kernel family that laid it out (`layout`), and only for
 // column slices that start on one of its column groups; others build their
 // panels per call as before. The bits are the same either way.
@@ -80,7 +88,10 @@ struct Q8Panel {
   int64_t n = 0, k = 0;
   AlignedVector<uint8_t> q;
   AlignedVector<float> d, m;
-  int64_t bytes() const { return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()); }
+  AlignedVector<int8_t> s;  // q6_K's two integer scales per 32 weights, empty for the other types
+  int64_t bytes() const {
+    return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()) + int64_t(s.size());
+  }
 };
 // w laid out for the active ISA's panel kernels, or null (q8_supports(w.type)
 // false, or the scalar kernels, which read no panel).
