@@ -1,5 +1,10 @@
 // `agentkv synth-model`: write a random-weight model of any Llama-family shape.
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -8,6 +13,18 @@
 namespace agentkv::cli {
 
 namespace {
+constexpr std::pair<const char*, GgmlType> kTypes[] = {
+    {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"q4_0", GgmlType::kQ4_0},
+    {"q4_1", GgmlType::kQ4_1}, {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1},
+    {"q8_0", GgmlType::kQ8_0}, {"q4_K", GgmlType::kQ4_K}, {"q6_K", GgmlType::kQ6_K},
+};
+constexpr const char* kTypeList = "f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q6_K";
+constexpr const char* kTypeHelp =
+    "matrix type: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K or q6_K. A matrix whose row length is not "
+    "a multiple of 256 cannot be q4_K / q6_K and is written as llama-quantize falls back: q5_0 / q8_0 "
+    "(f16 if 32 does not divide it either); the other block types need every row length to be a multiple "
+    "of 32";
+
 SynthModelConfig zeroed() {
   SynthModelConfig c;
   c.n_layers = c.d_model = c.n_heads = c.n_kv_heads = c.ffn_dim = 0;
@@ -41,15 +58,36 @@ void run(const SynthArgs& a) {
   if (a.untied == 1) c.tied_embeddings = false;
   c.seed = a.seed;
   if (a.over.init_std > 0) c.init_std = a.over.init_std;
-  if (a.type == "f32") c.type = GgmlType::kF32;
-  else if (a.type == "f16") c.type = GgmlType::kF16;
-  else if (a.type == "q8_0") c.type = GgmlType::kQ8_0;
-  else return fail(make_error(ErrorCode::kInvalidArgument, "--type must be f32, f16 or q8_0"));
+  const auto type =
+      std::find_if(std::begin(kTypes), std::end(kTypes), [&](const auto& t) { return a.type == t.first; });
+  if (type == std::end(kTypes)) {
+    return fail(
+        make_error(ErrorCode::kInvalidArgument, "--type must be one of ", kTypeList, ", got '", a.type, "'"));
+  }
+  c.type = type->second;
   auto vf = GgufFile::open(a.vocab_from);
   if (!vf.is_ok()) return fail(vf.status());
-  if (Status st = synth_model_write(c, *vf, a.out); !st.is_ok()) return fail(st);
-  std::printf("wrote %s: %s, %d layers, d_model %d, %d/%d heads, ffn %d, %s\n", a.out.c_str(), c.arch.c_str(),
-              c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.ffn_dim, a.type.c_str());
+  std::map<GgmlType, int> written;
+  if (Status st = synth_model_write(c, *vf, a.out, &written); !st.is_ok()) return fail(st);
+  // "12 q4_K, 3 q5_0": the matrices per type, the requested one first.
+  std::string types;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& [t, n] : written) {
+      if ((t == c.type) != (pass == 0)) continue;
+      types +=
+          (types.empty() ? "" : ", ") + std::to_string(n) + " " + ggml_type_name(static_cast<uint32_t>(t));
+    }
+  }
+  std::printf("wrote %s: %s, %d layers, d_model %d, %d/%d heads, ffn %d, matrices %s\n", a.out.c_str(),
+              c.arch.c_str(), c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.ffn_dim, types.c_str());
+  int fell_back = 0;
+  for (const auto& [t, n] : written) fell_back += t == c.type ? 0 : n;
+  if (fell_back > 0) {
+    std::printf(
+        "note: %d matrices have rows not a multiple of 256 values, so not %s: written in "
+        "llama-quantize's fallback type instead\n",
+        fell_back, a.type.c_str());
+  }
 }
 }  // namespace
 
@@ -67,7 +105,7 @@ void register_synth_model(CLI::App& app) {
   cmd->add_option("--ffn", a->over.ffn_dim, "feed-forward width");
   cmd->add_option("--vocab", a->over.n_vocab, "vocabulary rows (default: the vocabulary file's size)");
   cmd->add_option("--vocab-from", a->vocab_from, "GGUF whose tokenizer is copied")->capture_default_str();
-  cmd->add_option("--type", a->type, "matrix type: f32, f16 or q8_0")->capture_default_str();
+  cmd->add_option("--type", a->type, kTypeHelp)->capture_default_str();
   cmd->add_flag("--untied{1}", a->untied, "separate output matrix instead of tied embeddings");
   cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
   cmd->add_option("--init-std", a->over.init_std, "standard deviation of the random matrices (default 0.02)");

@@ -26,7 +26,15 @@ Result<SynthModelConfig> synth_model_preset(const std::string& name) {
   return make_error(ErrorCode::kInvalidArgument, "unknown preset '", name, "' (tiny, smollm2-135m, llama-1b, llama-8b)");
 }
 
-Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, const std::string& out_path) {
+GgmlType synth_matrix_type(GgmlType requested, int64_t k) {
+  if (requested != GgmlType::kQ4_K && requested != GgmlType::kQ6_K) return requested;
+  if (k % 256 == 0) return requested;
+  if (k % 32 != 0) return GgmlType::kF16;
+  return requested == GgmlType::kQ4_K ? GgmlType::kQ5_0 : GgmlType::kQ8_0;
+}
+
+Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, const std::string& out_path,
+                         std::map<GgmlType, int>* matrix_types) {
   if (c.n_layers <= 0 || c.d_model <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0) {
     return make_error(ErrorCode::kInvalidArgument, "model dimensions must be positive");
   }
@@ -61,8 +69,19 @@ Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, 
   std::mt19937_64 rng(c.seed);
   std::normal_distribution<float> normal(0.0f, c.init_std);
   Status err;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType type) {
+  if (matrix_types) matrix_types->clear();
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType requested) {
     if (!err.is_ok()) return;
+    // Blocks run along a row (cols values): the type's block must divide it.
+    const GgmlType type = synth_matrix_type(requested, cols);
+    const auto traits = ggml_type_traits(static_cast<uint32_t>(type));
+    const int64_t block = traits ? traits->block_elems : 1;  // an unknown type is quantize_values' error
+    if (cols % block != 0) {
+      err = make_error(ErrorCode::kInvalidArgument, name, ": rows of ", cols, " values cannot be written as ",
+                       ggml_type_name(static_cast<uint32_t>(type)), " (needs a multiple of ", block, ")");
+      return;
+    }
+    if (matrix_types) ++(*matrix_types)[type];
     std::vector<float> v(rows * cols);
     for (auto& x : v) x = normal(rng);
     auto enc = quantize_values(type, v.data(), static_cast<int64_t>(v.size()));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "format/gguf.h"
@@ -21,7 +22,9 @@ struct SynthModelConfig {
   int32_t n_vocab = 0;         // 0: the vocabulary file's size
   float rope_freq_base = 10000.0f;
   bool tied_embeddings = true;
-  GgmlType type = GgmlType::kF32;  // matrices: f32, f16 or q8_0; norms stay f32
+  // Matrices: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K or q6_K (see
+  // synth_matrix_type); norms and biases stay f32.
+  GgmlType type = GgmlType::kF32;
   uint64_t seed = 1;
   float init_std = 0.02f;
 };
@@ -29,8 +32,17 @@ struct SynthModelConfig {
 // Named shapes: "tiny", "smollm2-135m", "llama-1b" (Llama 3.2 1B), "llama-8b" (Llama 3.1 8B).
 Result<SynthModelConfig> synth_model_preset(const std::string& name);
 
+// The type a matrix whose rows hold k values is written in: `requested`,
+// except that a k-quant whose 256-value super-blocks do not divide k falls
+// back as llama-quantize does (q4_K -> q5_0, q6_K -> q8_0), and to f16 when
+// 32 does not divide k either. Other block types are never replaced: a k
+// they do not divide is synth_model_write's error.
+GgmlType synth_matrix_type(GgmlType requested, int64_t k);
+
 // Writes the model. Tokenizer keys (tokenizer.*) are copied from `vocab_from`,
-// whose token count must be >= n_vocab when n_vocab is set.
-Status synth_model_write(const SynthModelConfig& cfg, const GgufFile& vocab_from, const std::string& out_path);
+// whose token count must be >= n_vocab when n_vocab is set. With
+// `matrix_types`, it receives how many matrices were written in each type.
+Status synth_model_write(const SynthModelConfig& cfg, const GgufFile& vocab_from, const std::string& out_path,
+                         std::map<GgmlType, int>* matrix_types = nullptr);
 
 }  // namespace agentkv

@@ -337,6 +337,41 @@ TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
   }
 }
 
+// q6_K at the edges of its integer sums: quants 0 and 63 (wq -32 and 31)
+// under scales -128 and 127, against activations of +-127. The largest
+// block sum, 2 * 128 * 16 * 32 * 127 = 16,646,144, stays under 2^24 (the
+// reference asserts it), and no partial sum of any kernel overflows int32
+// nor, on AVX2, a 16-bit pair (2 * 63 * 127).
+TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
+  IsaGuard restore;
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  const GgmlType t = GgmlType::kQ6_K;
+  const uint32_t id = static_cast<uint32_t>(t);
+  const int64_t k = 2 * 256, n = 24, row_bytes = 2 * 210;
+  std::vector<uint8_t> w(n * row_bytes);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t sb = 0; sb < 2; ++sb) {
+      uint8_t* blk = w.data() + j * row_bytes + sb * 210;
+      // Column j: all quants 0 (even j) or 63 (odd j): ql nibbles and qh bits all clear or all set.
+      std::memset(blk, j % 2 ? 0xff : 0x00, 192);
+      for (int s = 0; s < 16; ++s) blk[192 + s] = static_cast<uint8_t>((j / 2 + s) % 3 == 0 ? 0x7f : 0x80);
+      const uint16_t one = 0x3c00;  // f16 1.0
+      std::memcpy(blk + 208, &one, 2);
+    }
+  const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+  auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
+  for (int64_t m : {1, 5, 16, 21}) {
+    std::vector<float> x(m * k);
+    for (int64_t i = 0; i < m * k; ++i) x[i] = (i / 16) % 2 == 0 ? -3.0f : 3.0f;  // q = -127 or 127
+    x[m * k - 1] = -x[m * k - 1];
+    const std::vector<float> y0(m * n, 0.0f);
+    const Want want = reference(t, w, row_bytes, x, y0, m, k, n, false);
+    std::vector<float> y(m * n);
+    be->matmul_quant(x.data(), qm, y.data(), m, false);
+    EXPECT_EQ(y, want.y) << GetParam() << " m=" << m;
+  }
+}
+
 // The layout laid out at load is what prefill reads (more than four rows),
 // and decode reads the file's blocks: B's layout passed with A's blocks
 // gives B's product in prefill and A's in decode. Off (or under f32), there
