@@ -1,8 +1,10 @@
 """`--isa` (issue 31): the q8 kernels are compiled once per instruction set
 and chosen at run time. Every instruction set this machine runs gives
 bitwise the same logits with `--act-quant q8`, prefill and decode, on the
-default Q4_1 model and on a synthetic Q8_0 one (Q4_0 has no model file here;
-tests/backend/matmul_q8_test.cpp covers it per kernel). Which ones run is
+default Q4_1 model and on synthetic models of every other type with a q8
+path (q4_0, q5_0, q5_1, q8_0, q4_K, q6_K; `synth-model --type`, each with
+every matrix of that type; tests/backend/matmul_q8_test.cpp covers each
+kernel against the rule). Which ones run is
 read from /proc/cpuinfo's flags (a skip fails CI); forcing one the CPU lacks
 is a one-line error, not a crash, and is checked for each such one."""
 import os
@@ -42,12 +44,38 @@ def run(*args, env=None):
     return subprocess.run([str(AGENTKV), *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
 
 
+# The synthetic models' shapes: the K types need rows of a multiple of 256,
+# so that no matrix falls back to another type (synth-model's note).
+SYNTH = {"q4_0": [], "q5_0": [], "q5_1": [], "q8_0": [],
+         "q4_K": ["--d-model", 256, "--ffn", 512], "q6_K": ["--d-model", 256, "--ffn", 512]}
+WHICH = ["q4_1", *SYNTH]
+
+
 @pytest.fixture(scope="module")
-def q8_0_model(tmp_path_factory):
-    out = tmp_path_factory.mktemp("isa") / "q8_0.gguf"
-    r = run("synth-model", "-o", out, "--preset", "tiny", "--type", "q8_0", "--seed", 3, "--vocab-from", MODEL)
-    assert r.returncode == 0, r.stderr
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("isa")
+    out = {"q4_1": MODEL}
+    for t, shape in SYNTH.items():
+        out[t] = d / f"{t}.gguf"
+        r = run("synth-model", "-o", out[t], "--preset", "tiny", *shape, "--type", t, "--seed", 3,
+                "--vocab-from", MODEL)
+        assert r.returncode == 0, r.stderr
+        assert "note:" not in r.stdout and f" {t}" in r.stdout, r.stdout  # every matrix of type t
     return out
+
+
+@pytest.fixture(scope="module")
+def scalar_logits(models, tmp_path_factory):
+    """The scalar kernels' logits per (model, mode), computed once."""
+    d, cache = tmp_path_factory.mktemp("scalar"), {}
+
+    def get(which, mode):
+        if (which, mode) not in cache:
+            extra = ["--decode-from", 5] if mode == "decode" else []
+            r, cache[(which, mode)] = logits(models[which], "scalar", d / f"{which}.{mode}.f32", *extra)
+            assert r.returncode == 0, r.stderr
+        return cache[(which, mode)]
+    return get
 
 
 def logits(model, isa, out, *extra, env=None):
@@ -57,14 +85,13 @@ def logits(model, isa, out, *extra, env=None):
 
 
 @pytest.mark.parametrize("isa", HERE)
-@pytest.mark.parametrize("which", ["q4_1", "q8_0"])
+@pytest.mark.parametrize("which", WHICH)
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_every_isa_gives_the_scalar_bits(isa, which, mode, q8_0_model, tmp_path):
-    model = MODEL if which == "q4_1" else q8_0_model
+def test_every_isa_gives_the_scalar_bits(isa, which, mode, models, scalar_logits, tmp_path):
     extra = ["--decode-from", 5] if mode == "decode" else []
-    r, got = logits(model, isa, tmp_path / f"{isa}.f32", *extra)
+    r, got = logits(models[which], isa, tmp_path / f"{isa}.f32", *extra)
     assert r.returncode == 0, r.stderr
-    _, want = logits(model, "scalar", tmp_path / "scalar.f32", *extra)
+    want = scalar_logits(which, mode)
     assert want is not None and len(got) == len(want) > 0
     assert got == want
 
@@ -92,16 +119,16 @@ def test_auto_is_one_of_them_and_bad_choices_are_one_line_errors(tmp_path):
 
 
 @pytest.mark.parametrize("isa", HERE)
-@pytest.mark.parametrize("which", ["q4_1", "q8_0"])
-def test_weights_laid_out_at_load_give_the_same_bits(isa, which, q8_0_model, tmp_path):
+@pytest.mark.parametrize("which", WHICH)
+def test_weights_laid_out_at_load_give_the_same_bits(isa, which, models, scalar_logits, tmp_path):
     """--prepack-weights: prefill reads panels laid out at start instead of
     building them per call; the logits keep the scalar kernels' bits, and the
     start log says how much was laid out."""
-    model = MODEL if which == "q4_1" else q8_0_model
-    r, got = logits(model, isa, tmp_path / f"{isa}.f32", "--prepack-weights", env={**os.environ, "AGENTKV_LOG": "info"})
+    r, got = logits(models[which], isa, tmp_path / f"{isa}.f32", "--prepack-weights",
+                    env={**os.environ, "AGENTKV_LOG": "info"})
     assert r.returncode == 0, r.stderr
     assert "MiB of layer weights laid out for the prefill kernels" in r.stderr, r.stderr
-    _, want = logits(model, "scalar", tmp_path / "scalar.f32")
+    want = scalar_logits(which, "prefill")
     assert want is not None and len(got) == len(want) > 0
     assert got == want
 

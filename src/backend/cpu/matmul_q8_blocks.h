@@ -28,7 +28,11 @@ enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K =
 // Defaults of the traits below.
 struct Plain {
   static constexpr int kSub = 1;
-  static constexpr bool kMin = false, kSplit = false, kPairLoads = false;
+  static constexpr bool kMin = false, kSplit = false;
+  // kPairLoads: the 32-element types of 4-bit pairs (kQs: their offset)
+  // whose direct kernels read two blocks per load; kQh: q5's fifth bits.
+  static constexpr bool kPairLoads = false;
+  static constexpr int kQh = -1;
   static float mw(const uint8_t*, int) { return 0.0f; }
 };
 
@@ -75,7 +79,8 @@ struct W4_1 : Plain {
 // block_q5_0 (22 bytes): f16 d; u32 qh; u8 qs[16]; wq = q - 16, bit e of
 // qh the fifth bit of element e.
 struct W5_0 : Plain {
-  static constexpr int kBytes = 22, kKappa = 16;
+  static constexpr int kBytes = 22, kKappa = 16, kQs = 6, kQh = 2;
+  static constexpr bool kPairLoads = true;
   static int u8_at(const uint8_t* b, int, int e) {
     return nibble_at(b + 6, e) | static_cast<int>((load_u32(b + 2) >> e) & 1u) << 4;
   }
@@ -88,8 +93,8 @@ struct W5_0 : Plain {
 };
 // block_q5_1 (24 bytes): f16 d, f16 m; u32 qh; u8 qs[16]; wq = q.
 struct W5_1 : Plain {
-  static constexpr int kBytes = 24, kKappa = 0;
-  static constexpr bool kMin = true;
+  static constexpr int kBytes = 24, kKappa = 0, kQs = 8, kQh = 4;
+  static constexpr bool kMin = true, kPairLoads = true;
   static int u8_at(const uint8_t* b, int, int e) {
     return nibble_at(b + 8, e) | static_cast<int>((load_u32(b + 4) >> e) & 1u) << 4;
   }
