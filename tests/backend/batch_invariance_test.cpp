@@ -65,7 +65,7 @@ TEST(BatchInvariance, MatmulF32) {
 TEST(BatchInvariance, MatmulQuantEveryType) {
   std::mt19937 rng(11);
   for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                     GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     const uint32_t id = static_cast<uint32_t>(t);
     const auto tr = *ggml_type_traits(id);
     // n = 29: odd, not a multiple of any tile or panel width.

@@ -69,7 +69,9 @@ struct WBlock {
   int sc_lo = 1, sc_hi = 1;
 };
 
-bool has_min(GgmlType t) { return t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1 || t == GgmlType::kQ4_K; }
+bool has_min(GgmlType t) {
+  return t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1 || t == GgmlType::kQ4_K || t == GgmlType::kQ5_K;
+}
 
 int nibble(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 0x0f : qs[e - 16] >> 4; }
 
@@ -106,16 +108,22 @@ WBlock weight_block(GgmlType t, const uint8_t* row, int64_t b) {
       w.dw = load_fp16(blk);
       for (int e = 0; e < 32; ++e) w.wq[e] = static_cast<int8_t>(blk[2 + e]);
       return w;
-    case GgmlType::kQ4_K: {
-      // Super-block of 256: d, dmin, 12 bytes of 6-bit (scale, min) pairs, 128 of nibbles.
-      const uint8_t* sb = row + (b / 8) * 144;
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      // Super-block of 256: d, dmin, 12 bytes of 6-bit (scale, min) pairs,
+      // q5_K's 32 bytes of fifth bits (bit j of byte e: element e of
+      // sub-block j), 128 of nibbles.
+      const bool q5k = t == GgmlType::kQ5_K;
+      const uint8_t* sb = row + (b / 8) * (q5k ? 176 : 144);
       const int j = static_cast<int>(b % 8);
       const uint8_t* sc = sb + 4;
       const int scale = j < 4 ? sc[j] & 63 : (sc[j + 4] & 15) | (sc[j - 4] >> 6) << 4;
       const int mn = j < 4 ? sc[j + 4] & 63 : (sc[j + 4] >> 4) | (sc[j] >> 6) << 4;
       w.dw = load_fp16(sb) * static_cast<float>(scale);
       w.mw = -(load_fp16(sb + 2) * static_cast<float>(mn));
-      for (int e = 0; e < 32; ++e) w.wq[e] = (sb[16 + 32 * (j / 2) + e] >> (4 * (j % 2))) & 15;
+      const uint8_t* qs = sb + (q5k ? 48 : 16);
+      for (int e = 0; e < 32; ++e)
+        w.wq[e] = ((qs[32 * (j / 2) + e] >> (4 * (j % 2))) & 15) | (q5k ? ((sb[16 + e] >> j) & 1) << 4 : 0);
       return w;
     }
     case GgmlType::kQ6_K: {
@@ -181,7 +189,7 @@ Want reference(GgmlType t, const std::vector<uint8_t>& w, int64_t row_bytes, con
 }
 
 const GgmlType kTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                           GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+                           GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 class MatmulQ8Test : public ::testing::TestWithParam<GgmlType> {};
 
@@ -240,7 +248,7 @@ void check_rule(GgmlType t) {
     ASSERT_EQ(laid.layout != nullptr, has_layout);
     if (has_layout) {
       // 32 bytes of integers and the f32 scale per 32 weights, the f32
-      // minimum (q4_1, q5_1, q4_K) or q6_K's two i8 scales, for every column
+      // minimum (q4_1, q5_1, q4_K, q5_K) or q6_K's two i8 scales, for every column
       // padded to the layout's group (8 or 16).
       const int64_t per_block = has_min(t) ? 40 : t == GgmlType::kQ6_K ? 38 : 36;
       EXPECT_GE(laid.bytes, n * (k / 32) * per_block);

@@ -40,7 +40,7 @@ std::vector<double> reference(GgmlType t, const std::vector<uint8_t>& w, int64_t
 }
 
 const GgmlType kTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                           GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ6_K};
+                           GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 struct Case {
   int64_t k_blocks, n;
@@ -92,7 +92,7 @@ TEST(MatmulQuant, SupportsOnlyItsBlockTypes) {
   auto be = backend_cpu_init({.n_threads = 1});
   for (GgmlType t : kTypes) EXPECT_TRUE(be->supports_quant(static_cast<uint32_t>(t)));
   for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_1, GgmlType::kQ2_K,
-                     GgmlType::kQ5_K, GgmlType::kQ8_K})
+                     GgmlType::kQ3_K, GgmlType::kQ8_K})
     EXPECT_FALSE(be->supports_quant(static_cast<uint32_t>(t))) << ggml_type_name(static_cast<uint32_t>(t));
   EXPECT_FALSE(be->supports_quant(77));
 }

@@ -19,6 +19,7 @@ inline std::vector<int> f16_fields(GgmlType t) {
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_1:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
       return {0, 2};
     case GgmlType::kQ6_K:
       return {208};

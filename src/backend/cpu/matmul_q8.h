@@ -3,7 +3,7 @@
 // 32-element block, one float step per block. Faster than matmul_quant's f32
 // path, at a cost in accuracy (about 1e-3 relative on SmolLM2's logits,
 // measured in tests/python/test_logits.py) for q4_0, q4_1, q5_0, q5_1, q8_0,
-// q4_K and q6_K weights.
+// q4_K, q5_K and q6_K weights.
 //
 // The activation rule (q8_0's, with q8_1's block sum for the types with a
 // minimum): for each row and 32-element block, d = max|x| / 127,
@@ -15,11 +15,12 @@
 //   acc = +0; for each 32-element block b in increasing order:
 //     isum = sum over the block of wq * q      (exact, int32)
 //     acc  = fma(float(isum), dw * d, acc)
-//     acc  = fma(mw, s, acc)                    (q4_1, q5_1, q4_K)
+//     acc  = fma(mw, s, acc)                    (q4_1, q5_1, q4_K, q5_K)
 //   y = acc or y + acc
 // where the weight block is dw * wq (+ mw): wq = q4 - 8 (q4_0), q4 (q4_1),
-// q5 - 16 (q5_0), q5 (q5_1), q8 (q8_0); q4_K's sub-block j of a super-block
-// has wq = q4, dw = d * sc_j and mw = -(dmin * mn_j), products exact in f32.
+// q5 - 16 (q5_0), q5 (q5_1), q8 (q8_0); q4_K's (q5_K's) sub-block j of a
+// super-block has wq = q4 (q5), dw = d * sc_j and mw = -(dmin * mn_j),
+// products exact in f32.
 // q6_K's blocks have one integer scale per 16 elements, so its
 //   isum = sc_lo * sum_0..15(wq * q) + sc_hi * sum_16..31(wq * q)
 // (exact, int32), wq = q6 - 32 and dw = d (matmul_q8_blocks.h).
@@ -77,9 +78,10 @@ void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1);
 // A matrix's weights laid out once for the panel kernels: the layout a call
 // with more than four rows otherwise builds per call, per column panel
 // (matmul_q8.cpp). 32 bytes of integers and the scale as f32 per 32
-// weights, the minimum as f32 (`m`, for q4_1, q5_1 and q4_K) and q6_K's two
-// integer scales (`s`): 40 bytes for q4_1 (the file's 20), q5_1 (24) and q4_K
-// (18), 36 for q4_0 (18), q5_0 (22) and q8_0 (34), 38 for q6_K (26.25).
+// weights, the minimum as f32 (`m`, for q4_1, q5_1, q4_K and q5_K) and
+// q6_K's two integer scales (`s`): 40 bytes for q4_1 (the file's 20), q5_1
+// (24), q4_K (18) and q5_K (22), 36 for q4_0 (18), q5_0 (22) and q8_0 (34),
+// 38 for q6_K (26.25).
 // Read only by the kernel family that laid it out (`layout`), and only for
 // column slices that start on one of its column groups; others build their
 // panels per call as before. The bits are the same either way.

@@ -23,7 +23,7 @@ namespace agentkv::cpu::q8b {
 using quant::half;
 
 // ggml type ids (format/ggml_type.h); the backend does not link the format module.
-enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };
+enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
 
 // Defaults of the traits below.
 struct Plain {
@@ -139,6 +139,26 @@ struct W4_K : Plain {
   }
 #endif
 };
+// block_q5_K (176 bytes): f16 d, f16 dmin; u8 scales[12]; u8 qh[32]; u8
+// qs[128]. Sub-block j: q4_K's nibbles (qs at byte 48) with bit j of qh[e]
+// as element e's fifth bit; dw and mw as q4_K's.
+struct W5_K : W4_K {
+  static constexpr int kBytes = 176;
+  static int u8_at(const uint8_t* b, int j, int e) {
+    return ((b[48 + 32 * (j / 2) + e] >> (4 * (j & 1))) & 0x0f) | ((b[16 + e] >> j) & 1) << 4;
+  }
+#if AGENTKV_AVX2
+  static __m256i u8(const uint8_t* b, int j) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 32 * (j / 2)));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m256i lo =
+        _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j & 1))), _mm256_set1_epi8(0x0f));
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+#endif
+};
+
 // block_q6_K (210 bytes): u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d.
 // Sub-block j = 4h + g: nibble g/2 of ql[64h + 32(g%2) + e] and bits 2g,
 // 2g+1 of qh[32h + e]; wq = q - 32; scales[2j] for elements 0-15,
@@ -193,6 +213,8 @@ inline bool with_type(uint32_t type, F&& f) {
       return f(W8_0{}), true;
     case kQ4_K:
       return f(W4_K{}), true;
+    case kQ5_K:
+      return f(W5_K{}), true;
     case kQ6_K:
       return f(W6_K{}), true;
     default:

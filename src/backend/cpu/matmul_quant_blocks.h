@@ -210,6 +210,42 @@ struct Q4_K {
 #endif
 };
 
+// block_q5_K (176 bytes): f16 d, f16 dmin; u8 scales[12]; u8 qh[32]; u8
+// qs[128]. Group s: q4_K's nibbles of qs[32 (s/2) ...] (at byte 48), with
+// bit s of qh[e] as element e's fifth bit; value (d * sc) * q - dmin * mn,
+// the (sc, mn) packed as q4_K's.
+struct Q5_K {
+  static constexpr int kElems = 256, kBytes = 176;
+  static void decode(const uint8_t* b, int s, float w[32]) {
+    float d, off;
+    Q4_K::scale_min(b, s, &d, &off);
+    const uint8_t* q = b + 48 + 32 * (s / 2);
+    const int shift = 4 * (s & 1);
+    for (int j = 0; j < 32; ++j) {
+      const int v = ((q[j] >> shift) & 0x0f) | ((b[16 + j] >> s) & 1) << 4;
+      w[j] = static_cast<float>(v) * d + off;
+    }
+  }
+#if AGENTKV_AVX2
+  static void decode(const uint8_t* b, int s, __m256 w[4]) {
+    float d, off;
+    Q4_K::scale_min(b, s, &d, &off);
+    const uint8_t* q = b + 48 + 32 * (s / 2);
+    const __m128i shift = _mm_cvtsi32_si128(4 * (s & 1)), hshift = _mm_cvtsi32_si128(s);
+    const __m256i mask = _mm256_set1_epi32(0x0f), one = _mm256_set1_epi32(1);
+    __m256i qi[4];
+    for (int t = 0; t < 4; ++t) {
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * t)));
+      const __m256i h =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 16 + 8 * t)));
+      qi[t] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi32(v, shift), mask),
+                              _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(h, hshift), one), 4));
+    }
+    scale_offset(qi, d, off, w);
+  }
+#endif
+};
+
 // block_q6_K (210 bytes): u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d. Group
 // s = 4h + g takes nibble g/2 of ql[64h + 32(g%2) + l] and bits 2g, 2g+1 of
 // qh[32h + l]; value (d * scales[e / 16]) * (q - 32).

@@ -25,6 +25,7 @@ using quant::Q4_1;
 using quant::Q4_K;
 using quant::Q5_0;
 using quant::Q5_1;
+using quant::Q5_K;
 using quant::Q6_K;
 using quant::Q8_0;
 
@@ -136,7 +137,7 @@ void rows_type(const float* x, const QuantMatrix& w, float* y, int64_t m, int64_
 
 // ggml type ids (format/ggml_type.h GgmlType); the backend does not link the
 // format module, so they are repeated here.
-enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ6_K = 14 };
+enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
 
 }  // namespace
 
@@ -149,6 +150,7 @@ int64_t quant_block_elems(uint32_t type) {
     case kQ8_0:
       return 32;
     case kQ4_K:
+    case kQ5_K:
     case kQ6_K:
       return 256;
     default:
@@ -171,6 +173,8 @@ void quant_gemv_rows(const float* x, const QuantMatrix& w, float* y, int64_t m, 
       return rows_type<Q8_0>(x, w, y, m, ldy, n0, n1, accumulate);
     case kQ4_K:
       return rows_type<Q4_K>(x, w, y, m, ldy, n0, n1, accumulate);
+    case kQ5_K:
+      return rows_type<Q5_K>(x, w, y, m, ldy, n0, n1, accumulate);
     case kQ6_K:
       return rows_type<Q6_K>(x, w, y, m, ldy, n0, n1, accumulate);
     default:
