@@ -16,14 +16,15 @@ namespace {
 constexpr std::pair<const char*, GgmlType> kTypes[] = {
     {"f32", GgmlType::kF32},   {"f16", GgmlType::kF16},   {"q4_0", GgmlType::kQ4_0},
     {"q4_1", GgmlType::kQ4_1}, {"q5_0", GgmlType::kQ5_0}, {"q5_1", GgmlType::kQ5_1},
-    {"q8_0", GgmlType::kQ8_0}, {"q4_K", GgmlType::kQ4_K}, {"q6_K", GgmlType::kQ6_K},
+    {"q8_0", GgmlType::kQ8_0}, {"q4_K", GgmlType::kQ4_K}, {"q5_K", GgmlType::kQ5_K},
+    {"q6_K", GgmlType::kQ6_K},
 };
-constexpr const char* kTypeList = "f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q6_K";
+constexpr const char* kTypeList = "f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K";
 constexpr const char* kTypeHelp =
-    "matrix type: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K or q6_K. A matrix whose row length is not "
-    "a multiple of 256 cannot be q4_K / q6_K and is written as llama-quantize falls back: q5_0 / q8_0 "
-    "(f16 if 32 does not divide it either); the other block types need every row length to be a multiple "
-    "of 32";
+    "matrix type: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K or q6_K. A matrix whose row length is "
+    "not a multiple of 256 cannot be q4_K / q5_K / q6_K and is written as llama-quantize falls back: q5_0 / "
+    "q5_1 / q8_0 (f16 if 32 does not divide it either); the other block types need every row length to be "
+    "a multiple of 32";
 
 SynthModelConfig zeroed() {
   SynthModelConfig c;

@@ -177,12 +177,13 @@ Result<std::vector<uint8_t>> quantize_values(GgmlType type, const float* v, int6
     case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
       break;
     default:
       return make_error(ErrorCode::kUnsupported, "cannot encode ",
                         ggml_type_name(static_cast<uint32_t>(type)),
-                        " (f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K and q6_K only)");
+                        " (f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K and q6_K only)");
   }
   const GgmlTypeTraits t = *ggml_type_traits(static_cast<uint32_t>(type));
   if (n < 0 || n % t.block_elems != 0) {
@@ -226,6 +227,9 @@ Result<std::vector<uint8_t>> quantize_values(GgmlType type, const float* v, int6
       break;
     case GgmlType::kQ4_K:
       st = quant::encode_q4_k(v, nb, out.data());
+      break;
+    case GgmlType::kQ5_K:
+      st = quant::encode_q5_k(v, nb, out.data());
       break;
     default:  // kQ6_K
       st = quant::encode_q6_k(v, nb, out.data());

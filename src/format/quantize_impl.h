@@ -21,8 +21,9 @@ Status check_scale(uint16_t h, const char* type, const char* what, int64_t block
 int round_clamp(float t, int lo, int hi);
 
 // The k-quant encoders: n_blocks super-blocks of 256 finite values from v
-// into out (n_blocks * 144 or 210 bytes, zeroed by the caller).
+// into out (n_blocks * 144, 176 or 210 bytes, zeroed by the caller).
 Status encode_q4_k(const float* v, int64_t n_blocks, uint8_t* out);
+Status encode_q5_k(const float* v, int64_t n_blocks, uint8_t* out);
 Status encode_q6_k(const float* v, int64_t n_blocks, uint8_t* out);
 
 }  // namespace agentkv::quant

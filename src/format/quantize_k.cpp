@@ -1,9 +1,10 @@
-// Encoders of the 256-element k-quant super-blocks (QK_K = 256), the inverse
-// of dequant_k.cpp. Simple and deterministic: each sub-block's scale (and
-// minimum) is taken from its range, then rounded *up* onto the 6- or 8-bit
-// grid of the super-block's f16 scale, so the rounded grid still covers the
-// sub-block and no value is clamped by more than the quantization step. No
-// iterative error search (llama.cpp's make_qkx2_quants / make_qx_quants).
+// Encoders of the 256-element k-quant super-blocks (QK_K = 256), q4_K, q5_K
+// and q6_K, the inverse of dequant_k.cpp. Simple and deterministic: each
+// sub-block's scale (and minimum) is taken from its range, then rounded *up*
+// onto the 6- or 8-bit grid of the super-block's f16 scale, so the rounded
+// grid still covers the sub-block and no value is clamped by more than the
+// quantization step. No iterative error search (llama.cpp's make_qkx2_quants
+// / make_qx_quants).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -37,57 +38,90 @@ void pack_scale_min(const int* sc, const int* mn, uint8_t* s) {
   }
 }
 
-}  // namespace
-
-// block_q4_K (144 bytes): f16 d, f16 dmin; u8 scales[12]; u8 qs[128]; value
-// (d * sc_j) * q - dmin * m_j for sub-block j (32 values), q in [0, 15].
+// The scales, minimums and codes of one q4_K / q5_K super-block, value
+// (d * sc_j) * q - dmin * m_j for sub-block j (32 values), q in [0, top]
+// (top = 15 or 31):
 //   lo_j = min(0, min x) (the offset -dmin * m_j cannot be positive), hi_j = max x
 //   dmin = max_j(-lo_j) / 63 rounded up to f16;  m_j = ceil(-lo_j / dmin)
-//   s_j = (hi_j + dmin * m_j) / 15: the step that reaches hi_j from -dmin * m_j
+//   s_j = (hi_j + dmin * m_j) / top: the step that reaches hi_j from -dmin * m_j
 //   d = max_j s_j / 63 rounded up to f16;         sc_j = ceil(s_j / d)
 // so the sub-block's grid starts at or below lo_j and ends at or above hi_j,
-// with step d * sc_j < s_j + d.
+// with step d * sc_j < s_j + d. Writes d and dmin (f16) at out[0..3], the 12
+// scale bytes at out[4..15], and the 256 codes to q.
+Status scale_min_super_block(const float* v, int top, const char* type, int64_t b, uint8_t* out, uint8_t* q) {
+  float neg_lo[8], hi[8];
+  float max_neg_lo = 0;
+  for (int j = 0; j < 8; ++j) {
+    float lo = 0, h = v[32 * j];
+    for (int l = 0; l < 32; ++l) lo = std::min(lo, v[32 * j + l]), h = std::max(h, v[32 * j + l]);
+    neg_lo[j] = -lo, hi[j] = h;
+    max_neg_lo = std::max(max_neg_lo, neg_lo[j]);
+  }
+  const uint16_t dmin_h = fp16_round_up(max_neg_lo / 63.0f);
+  AKV_RETURN_IF_ERROR(check_scale(dmin_h, type, "minimum scale", b));
+  const float dmin = fp16_to_f32(dmin_h);
+  int mn[8], sc[8];
+  float offset[8], step[8];
+  float max_step = 0;
+  for (int j = 0; j < 8; ++j) {
+    mn[j] = scale_code(neg_lo[j], dmin, 63);
+    offset[j] = dmin * static_cast<float>(mn[j]);
+    step[j] = std::max(0.0f, (hi[j] + offset[j]) / static_cast<float>(top));
+    max_step = std::max(max_step, step[j]);
+  }
+  const uint16_t d_h = fp16_round_up(max_step / 63.0f);
+  AKV_RETURN_IF_ERROR(check_scale(d_h, type, "scale", b));
+  const float d = fp16_to_f32(d_h);
+  for (int j = 0; j < 8; ++j) sc[j] = scale_code(step[j], d, 63);
+  store_u16(out, d_h);
+  store_u16(out + 2, dmin_h);
+  pack_scale_min(sc, mn, out + 4);
+  for (int j = 0; j < 8; ++j) {
+    // As the decoder: y = (d * sc) * q - dmin * m.
+    const float dj = d * static_cast<float>(sc[j]);
+    for (int l = 0; l < 32; ++l) {
+      const int e = 32 * j + l;
+      q[e] = static_cast<uint8_t>(dj > 0 ? round_clamp((v[e] + offset[j]) / dj, 0, top) : 0);
+    }
+  }
+  return Status::ok();
+}
+
+// The low four bits of the codes as q4_K / q5_K keep them: sub-block 2c in the
+// low nibbles of qs[32c .. 32c+31], sub-block 2c+1 in their high nibbles.
+void pack_k_nibbles(const uint8_t* q, uint8_t* qs) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      qs[32 * c + l] = static_cast<uint8_t>((q[64 * c + l] & 0x0f) | (q[64 * c + 32 + l] & 0x0f) << 4);
+    }
+  }
+}
+
+}  // namespace
+
+// block_q4_K (144 bytes): f16 d, f16 dmin; u8 scales[12]; u8 qs[128]; codes
+// in [0, 15] (scale_min_super_block).
 Status encode_q4_k(const float* v, int64_t n_blocks, uint8_t* out) {
   for (int64_t b = 0; b < n_blocks; ++b, v += 256, out += 144) {
-    float neg_lo[8], hi[8];
-    float max_neg_lo = 0;
+    uint8_t q[256];
+    AKV_RETURN_IF_ERROR(scale_min_super_block(v, 15, "q4_K", b, out, q));
+    pack_k_nibbles(q, out + 16);
+  }
+  return Status::ok();
+}
+
+// block_q5_K (176 bytes): f16 d, f16 dmin; u8 scales[12]; u8 qh[32];
+// u8 qs[128]; codes in [0, 31] (scale_min_super_block), their low four bits
+// as q4_K's and the fifth bit of element l of sub-block j in bit j of qh[l].
+Status encode_q5_k(const float* v, int64_t n_blocks, uint8_t* out) {
+  for (int64_t b = 0; b < n_blocks; ++b, v += 256, out += 176) {
+    uint8_t q[256];
+    AKV_RETURN_IF_ERROR(scale_min_super_block(v, 31, "q5_K", b, out, q));
+    uint8_t* qh = out + 16;
     for (int j = 0; j < 8; ++j) {
-      float lo = 0, h = v[32 * j];
-      for (int l = 0; l < 32; ++l) lo = std::min(lo, v[32 * j + l]), h = std::max(h, v[32 * j + l]);
-      neg_lo[j] = -lo, hi[j] = h;
-      max_neg_lo = std::max(max_neg_lo, neg_lo[j]);
+      for (int l = 0; l < 32; ++l) qh[l] = static_cast<uint8_t>(qh[l] | ((q[32 * j + l] >> 4) & 1) << j);
     }
-    const uint16_t dmin_h = fp16_round_up(max_neg_lo / 63.0f);
-    AKV_RETURN_IF_ERROR(check_scale(dmin_h, "q4_K", "minimum scale", b));
-    const float dmin = fp16_to_f32(dmin_h);
-    int mn[8], sc[8];
-    float offset[8], step[8];
-    float max_step = 0;
-    for (int j = 0; j < 8; ++j) {
-      mn[j] = scale_code(neg_lo[j], dmin, 63);
-      offset[j] = dmin * static_cast<float>(mn[j]);
-      step[j] = std::max(0.0f, (hi[j] + offset[j]) / 15.0f);
-      max_step = std::max(max_step, step[j]);
-    }
-    const uint16_t d_h = fp16_round_up(max_step / 63.0f);
-    AKV_RETURN_IF_ERROR(check_scale(d_h, "q4_K", "scale", b));
-    const float d = fp16_to_f32(d_h);
-    for (int j = 0; j < 8; ++j) sc[j] = scale_code(step[j], d, 63);
-    store_u16(out, d_h);
-    store_u16(out + 2, dmin_h);
-    pack_scale_min(sc, mn, out + 4);
-    uint8_t* qs = out + 16;
-    for (int j = 0; j < 8; ++j) {
-      // As the decoder: y = (d * sc) * q - dmin * m.
-      const float dj = d * static_cast<float>(sc[j]);
-      const float* x = v + 32 * j;
-      uint8_t* q = qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);  // sub-block 2c: low nibbles of qs[32c..], 2c+1: high
-      for (int l = 0; l < 32; ++l) {
-        const int c = dj > 0 ? round_clamp((x[l] + offset[j]) / dj, 0, 15) : 0;
-        q[l] = static_cast<uint8_t>(q[l] | c << shift);
-      }
-    }
+    pack_k_nibbles(q, out + 48);
   }
   return Status::ok();
 }

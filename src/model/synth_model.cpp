@@ -27,10 +27,23 @@ Result<SynthModelConfig> synth_model_preset(const std::string& name) {
 }
 
 GgmlType synth_matrix_type(GgmlType requested, int64_t k) {
-  if (requested != GgmlType::kQ4_K && requested != GgmlType::kQ6_K) return requested;
+  GgmlType fallback;  // llama-quantize's (llama_tensor_get_type)
+  switch (requested) {
+    case GgmlType::kQ4_K:
+      fallback = GgmlType::kQ5_0;
+      break;
+    case GgmlType::kQ5_K:
+      fallback = GgmlType::kQ5_1;
+      break;
+    case GgmlType::kQ6_K:
+      fallback = GgmlType::kQ8_0;
+      break;
+    default:
+      return requested;
+  }
   if (k % 256 == 0) return requested;
   if (k % 32 != 0) return GgmlType::kF16;
-  return requested == GgmlType::kQ4_K ? GgmlType::kQ5_0 : GgmlType::kQ8_0;
+  return fallback;
 }
 
 Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, const std::string& out_path,

@@ -22,8 +22,8 @@ struct SynthModelConfig {
   int32_t n_vocab = 0;         // 0: the vocabulary file's size
   float rope_freq_base = 10000.0f;
   bool tied_embeddings = true;
-  // Matrices: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K or q6_K (see
-  // synth_matrix_type); norms and biases stay f32.
+  // Matrices: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K or q6_K
+  // (see synth_matrix_type); norms and biases stay f32.
   GgmlType type = GgmlType::kF32;
   uint64_t seed = 1;
   float init_std = 0.02f;
@@ -34,9 +34,9 @@ Result<SynthModelConfig> synth_model_preset(const std::string& name);
 
 // The type a matrix whose rows hold k values is written in: `requested`,
 // except that a k-quant whose 256-value super-blocks do not divide k falls
-// back as llama-quantize does (q4_K -> q5_0, q6_K -> q8_0), and to f16 when
-// 32 does not divide k either. Other block types are never replaced: a k
-// they do not divide is synth_model_write's error.
+// back as llama-quantize does (q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0), and
+// to f16 when 32 does not divide k either. Other block types are never
+// replaced: a k they do not divide is synth_model_write's error.
 GgmlType synth_matrix_type(GgmlType requested, int64_t k);
 
 // Writes the model. Tokenizer keys (tokenizer.*) are copied from `vocab_from`,

@@ -2,7 +2,7 @@
 and chosen at run time. Every instruction set this machine runs gives
 bitwise the same logits with `--act-quant q8`, prefill and decode, on the
 default Q4_1 model and on synthetic models of every other type with a q8
-path (q4_0, q5_0, q5_1, q8_0, q4_K, q6_K; `synth-model --type`, each with
+path (q4_0, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K; `synth-model --type`, each with
 every matrix of that type; tests/backend/matmul_q8_test.cpp covers each
 kernel against the rule). Which ones run is
 read from /proc/cpuinfo's flags (a skip fails CI); forcing one the CPU lacks
@@ -47,7 +47,8 @@ def run(*args, env=None):
 # The synthetic models' shapes: the K types need rows of a multiple of 256,
 # so that no matrix falls back to another type (synth-model's note).
 SYNTH = {"q4_0": [], "q5_0": [], "q5_1": [], "q8_0": [],
-         "q4_K": ["--d-model", 256, "--ffn", 512], "q6_K": ["--d-model", 256, "--ffn", 512]}
+         "q4_K": ["--d-model", 256, "--ffn", 512], "q5_K": ["--d-model", 256, "--ffn", 512],
+         "q6_K": ["--d-model", 256, "--ffn", 512]}
 WHICH = ["q4_1", *SYNTH]
 
 

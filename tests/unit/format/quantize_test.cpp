@@ -62,12 +62,12 @@ TEST(Quantize, Q8_0DequantizesWithinHalfAStep) {
     for (int j = 0; j < 32; ++j) EXPECT_LE(std::fabs(back[b * 32 + j] - v[b * 32 + j]), 0.57f * d);
   }
   EXPECT_FALSE(quantize_values(GgmlType::kQ8_0, v.data(), 33).is_ok());
-  EXPECT_EQ(quantize_values(GgmlType::kQ5_K, v.data(), 256).status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(quantize_values(GgmlType::kQ3_K, v.data(), 256).status().code(), ErrorCode::kUnsupported);
   EXPECT_EQ(quantize_values(GgmlType::kBF16, v.data(), 256).status().code(), ErrorCode::kUnsupported);
 }
 
 // ---------------------------------------------------------------------------
-// q4_0, q4_1, q5_0, q5_1, q4_K, q6_K.
+// q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K.
 //
 // Error bounds. An f16 scale rounded to nearest is within 2^-11 of the wanted
 // value (relative), one rounded up or down within 2^-10 (one ulp), in the
@@ -77,8 +77,8 @@ TEST(Quantize, Q8_0DequantizesWithinHalfAStep) {
 constexpr double kUlp16 = 0x1p-10;
 constexpr double kSlack = 1e-6;
 
-const GgmlType kNewTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0,
-                              GgmlType::kQ5_1, GgmlType::kQ4_K, GgmlType::kQ6_K};
+const GgmlType kNewTypes[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                              GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
 
 std::string name_of(GgmlType t) { return ggml_type_name(static_cast<uint32_t>(t)); }
 int64_t block_elems(GgmlType t) { return ggml_type_traits(static_cast<uint32_t>(t))->block_elems; }
@@ -158,17 +158,17 @@ std::vector<double> affine_bounds(const std::vector<float>& x, int bits) {
   return bound;
 }
 
-// q4_K, sub-blocks j of 32 in super-blocks of 256: lo_j = min(0, min x),
-// hi_j = max x, R_j = hi_j - lo_j.
+// q4_K / q5_K, codes 0..top (top = 15 / 31), sub-blocks j of 32 in
+// super-blocks of 256: lo_j = min(0, min x), hi_j = max x, R_j = hi_j - lo_j.
 //   dmin = max_j(-lo_j) / 63 rounded up, and m_j = ceil(-lo_j / dmin), so the
 //   grid's start -o_j = -dmin m_j is in [lo_j - dmin, lo_j];
-//   s_j = (hi_j + o_j) / 15 <= (R_j + dmin) / 15 reaches hi_j from there;
+//   s_j = (hi_j + o_j) / top <= (R_j + dmin) / top reaches hi_j from there;
 //   d = max_j s_j / 63 rounded up, sc_j = ceil(s_j / d): the step
-//   S_j = d sc_j is in [s_j, s_j + d] and -o_j + S_j [0, 15] covers
-//   [lo_j, hi_j], so err <= S_j / 2 <= ((R_j + dmin) / 15 + d) / 2
+//   S_j = d sc_j is in [s_j, s_j + d] and -o_j + S_j [0, top] covers
+//   [lo_j, hi_j], so err <= S_j / 2 <= ((R_j + dmin) / top + d) / 2
 // with dmin <= max(-lo) / 63 (1 + 2^-10), d <= max_j s_j / 63 (1 + 2^-10).
-// For the widest sub-block that is half its step R/15, plus ~2%.
-std::vector<double> q4_k_bounds(const std::vector<float>& x) {
+// For the widest sub-block that is half its step R/top, plus ~2%.
+std::vector<double> k_min_bounds(const std::vector<float>& x, int top) {
   std::vector<double> bound(x.size());
   for (size_t b = 0; b < x.size(); b += 256) {
     double neg_lo[8], range[8], max_neg_lo = 0;
@@ -180,11 +180,11 @@ std::vector<double> q4_k_bounds(const std::vector<float>& x) {
     }
     const double dmin = max_neg_lo / 63 * (1 + kUlp16);
     double max_s = 0;
-    for (int j = 0; j < 8; ++j) max_s = std::max(max_s, (range[j] + dmin) / 15);
+    for (int j = 0; j < 8; ++j) max_s = std::max(max_s, (range[j] + dmin) / top);
     const double d = max_s / 63 * (1 + kUlp16);
     const double slack = kSlack * max_abs(&x[b], 256);
     for (int j = 0; j < 8; ++j)
-      for (int l = 0; l < 32; ++l) bound[b + 32 * j + l] = ((range[j] + dmin) / 15 + d) / 2 + slack;
+      for (int l = 0; l < 32; ++l) bound[b + 32 * j + l] = ((range[j] + dmin) / top + d) / 2 + slack;
   }
   return bound;
 }
@@ -223,7 +223,9 @@ std::vector<double> error_bounds(GgmlType t, const std::vector<float>& x) {
     case GgmlType::kQ5_1:
       return affine_bounds(x, 5);
     case GgmlType::kQ4_K:
-      return q4_k_bounds(x);
+      return k_min_bounds(x, 15);
+    case GgmlType::kQ5_K:
+      return k_min_bounds(x, 31);
     default:
       return q6_k_bounds(x);
   }
@@ -297,8 +299,11 @@ std::vector<uint8_t> grid_block_32(GridGen& g, int bits, bool affine) {
 // sub-blocks 0-3 in bytes 0-3 / 4-7, those of 4-7 as nibbles of bytes 8-11
 // with their top two bits in bits 6-7 of bytes 0-3 / 4-7), qs[128] (sub-block
 // 2c in the low nibbles of qs[32c..32c+31], 2c+1 in the high ones).
-std::vector<uint8_t> grid_block_q4_k(GridGen& g) {
-  std::vector<uint8_t> blk(144, 0);
+// block_q5_K (bits 5): the same with qh[32] before qs, the fifth bit of
+// element l of sub-block j in bit j of qh[l].
+std::vector<uint8_t> grid_block_k_min(GridGen& g, int bits) {
+  const int qs_at = bits == 5 ? 48 : 16;
+  std::vector<uint8_t> blk(qs_at + 128, 0);
   put_u16(blk.data(), g.scale());
   put_u16(blk.data() + 2, g.scale());
   int sc[8], mn[8];
@@ -312,8 +317,11 @@ std::vector<uint8_t> grid_block_q4_k(GridGen& g) {
     s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
   }
   for (int j = 0; j < 8; ++j) {
-    const std::vector<int> c = g.codes(32, 4, 0, 15);
-    for (int l = 0; l < 32; ++l) blk[16 + 32 * (j / 2) + l] |= static_cast<uint8_t>(c[l] << (4 * (j % 2)));
+    const std::vector<int> c = g.codes(32, bits, 0, (1 << bits) - 1);
+    for (int l = 0; l < 32; ++l) {
+      blk[qs_at + 32 * (j / 2) + l] |= static_cast<uint8_t>((c[l] & 15) << (4 * (j % 2)));
+      if (bits == 5) blk[16 + l] |= static_cast<uint8_t>((c[l] >> 4) << j);
+    }
   }
   return blk;
 }
@@ -351,7 +359,9 @@ std::vector<uint8_t> grid_block(GgmlType t, GridGen& g) {
     case GgmlType::kQ5_1:
       return grid_block_32(g, 5, true);
     case GgmlType::kQ4_K:
-      return grid_block_q4_k(g);
+      return grid_block_k_min(g, 4);
+    case GgmlType::kQ5_K:
+      return grid_block_k_min(g, 5);
     default:
       return grid_block_q6_k(g);
   }
@@ -405,7 +415,7 @@ TEST(Quantize, NewTypesEncodeZerosAsZeros) {
 
 TEST(Quantize, NewTypesRejectBadInput) {
   for (GgmlType t : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ8_0,
-                     GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+                     GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
     SCOPED_TRACE(name_of(t));
     const int64_t be = block_elems(t);
     std::vector<float> v(2 * 256, 0.5f);
