@@ -219,9 +219,10 @@ void check_rule(GgmlType t) {
   const auto tr = *ggml_type_traits(id);
   auto be1 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
   auto be2 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8});
-  // With the weights laid out at load (prepare_weights): 1 thread reads the
-  // layout throughout; 3 threads' column slices start at multiples of 8,
-  // so on AVX-512 (groups of 16) some read it and some build their panels.
+  // With the weights laid out at load (prepare_weights), at 1 and 3
+  // threads: with a layout the backend starts every prefill slice on a
+  // 16-column group (q8_align), so both read it throughout; a slice off the
+  // groups is ASliceOffTheLayoutsGroupsBuildsItsOwnPanels' case.
   auto pre1 = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8, .prepack_weights = true});
   auto pre3 = backend_cpu_init({.n_threads = 3, .act_quant = ActQuant::kQ8, .prepack_weights = true});
   const bool has_layout = backend_cpu_isa() != std::string("scalar");  // the scalar kernels read no panel
@@ -384,13 +385,15 @@ TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
 // and decode reads the file's blocks: B's layout passed with A's blocks
 // gives B's product in prefill and A's in decode. Off (or under f32), there
 // is no layout.
-TEST_P(MatmulQ8IsaTest, PrefillReadsTheLayoutLaidOutAtLoad) {
+void check_layout_is_read(const std::string& isa, GgmlType t) {
   IsaGuard restore;
-  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
-  const GgmlType t = GgmlType::kQ4_1;
+  ASSERT_TRUE(backend_cpu_select_isa(isa).is_ok());
   const uint32_t id = static_cast<uint32_t>(t);
-  const int64_t k = 4 * 32, n = 48, row_bytes = 4 * 20;
-  std::mt19937 rng(5);
+  const auto tr = *ggml_type_traits(id);
+  // Four 32-element blocks, or one K super-block of eight.
+  const int64_t k = tr.block_elems == 256 ? 256 : 4 * 32, n = 48,
+                row_bytes = k / tr.block_elems * tr.block_bytes;
+  std::mt19937 rng(5 + id);
   const auto wa = random_matrix(rng, t, n, k, row_bytes), wb = random_matrix(rng, t, n, k, row_bytes);
   const QuantMatrix qa{id, wa.data(), row_bytes, n, k}, qb{id, wb.data(), row_bytes, n, k};
   auto off = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
@@ -399,7 +402,7 @@ TEST_P(MatmulQ8IsaTest, PrefillReadsTheLayoutLaidOutAtLoad) {
   EXPECT_EQ(off->prepare_weights(qb).layout, nullptr);
   EXPECT_EQ(f32->prepare_weights(qb).layout, nullptr);
   const PreparedWeights laid = on->prepare_weights(qb);
-  if (GetParam() == "scalar") {
+  if (isa == "scalar") {
     EXPECT_EQ(laid.layout, nullptr);
     return;
   }
@@ -413,8 +416,12 @@ TEST_P(MatmulQ8IsaTest, PrefillReadsTheLayoutLaidOutAtLoad) {
     off->matmul_quant(x.data(), qb, yb.data(), m);
     on->matmul_quant(x.data(), mixed, y.data(), m);
     ASSERT_NE(ya, yb);
-    EXPECT_EQ(y, m <= 4 ? ya : yb) << GetParam() << " m=" << m;
+    EXPECT_EQ(y, m <= 4 ? ya : yb) << isa << " " << tr.name << " m=" << m;
   }
+}
+
+TEST_P(MatmulQ8IsaTest, PrefillReadsTheLayoutLaidOutAtLoad) {
+  for (GgmlType t : kTypes) check_layout_is_read(GetParam(), t);
 }
 
 // The kernel entry itself (backend/cpu/matmul_q8.h), below the backend's

@@ -43,6 +43,7 @@ namespace agentkv::cpu {
 namespace {
 
 using q8b::block_of;
+using q8b::dw_mw;
 using q8b::sub_of;
 using q8b::with_type;
 using quant::half;

@@ -1,9 +1,9 @@
 // Products of quantized weights with activations quantized to 8 bits
 // (BackendConfig::act_quant = kQ8, llama.cpp's way): integer dot products per
-// 32-element block, one float step per block. Faster than matmul_quant's f32
-// path, at a cost in accuracy (about 1e-3 relative on SmolLM2's logits,
-// measured in tests/python/test_logits.py) for q4_0, q4_1, q5_0, q5_1, q8_0,
-// q4_K, q5_K and q6_K weights.
+// 32-element block, one float step per block, for q4_0, q4_1, q5_0, q5_1,
+// q8_0, q4_K, q5_K and q6_K weights. Faster than matmul_quant's f32 path, at
+// a cost in accuracy (tests/python/test_logits.py measures it on the Q4_1,
+// Q4_0 and Q8_0 files; docs/usage.md, "--act-quant").
 //
 // The activation rule (q8_0's, with q8_1's block sum for the types with a
 // minimum): for each row and 32-element block, d = max|x| / 127,
@@ -52,7 +52,8 @@ bool q8_supports(uint32_t type);
 
 // The instruction set the q8 kernels run on, chosen at run time: every one
 // computes the same bits (exact integer block sums, one float order).
-// kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8 (opt-in: auto
+// kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8, for every type
+// but q6_K, whose two scales per block keep it on VNNI (opt-in: auto
 // does not take it until it has run on AMX hardware). kAmxEmulated: the same
 // kernel with the tile instructions emulated in software (slow; for tests of
 // that kernel on CPUs without AMX; auto never takes it).

@@ -10,7 +10,9 @@
 //    sc_lo * sum_lo(wq q) + sc_hi * sum_hi(wq q), exact in int32 (at most
 //    2 * 128 * 16 * 32 * 127 < 2^24).
 // Layouts as in src/format/dequant.cpp and dequant_k.cpp (matmul_quant_blocks.h
-// reads them too). Only this file knows where a type keeps its bytes.
+// reads them too). Where a type keeps its bytes is said here (the kernels'
+// SIMD readers take the offsets kDOff, kMOff and kScOff), except q8_0's
+// bytes at 2, which the kernels read themselves (signed without VNNI).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,9 @@ enum : uint32_t { kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K =
 // Defaults of the traits below.
 struct Plain {
   static constexpr int kSub = 1;
+  // Byte offsets of the f16 scale d, of the f16 minimum or dmin, and of a K
+  // type's 12 bytes of 6-bit scales.
+  static constexpr int kDOff = 0, kMOff = 2, kScOff = 4;
   static constexpr bool kMin = false, kSplit = false;
   // kPairLoads: the 32-element types of 4-bit pairs (kQs: their offset)
   // whose direct kernels read two blocks per load; kQh: q5's fifth bits.
@@ -171,7 +176,8 @@ struct W6_K : Plain {
     return ((b[64 * h + 32 * (g % 2) + e] >> (4 * (g / 2))) & 0x0f) | ((b[128 + 32 * h + e] >> (2 * g)) & 3)
                                                                           << 4;
   }
-  static float dw(const uint8_t* b, int) { return half(b + 208); }
+  static constexpr int kDOff = 208;
+  static float dw(const uint8_t* b, int) { return half(b + kDOff); }
   static int sc_lo(const uint8_t* b, int j) { return static_cast<int8_t>(b[192 + 2 * j]); }
   static int sc_hi(const uint8_t* b, int j) { return static_cast<int8_t>(b[192 + 2 * j + 1]); }
 #if AGENTKV_AVX2
@@ -186,6 +192,19 @@ struct W6_K : Plain {
   }
 #endif
 };
+
+// Sub-block j's scale and minimum (the types with one: kMin), with one
+// decode of q4_K's and q5_K's packed pair.
+template <class T>
+inline void dw_mw(const uint8_t* b, int j, float* dw, float* mw) {
+  static_assert(T::kMin);
+  if constexpr (T::kSub > 1) {
+    quant::Q4_K::scale_min(b, j, dw, mw);
+  } else {
+    *dw = T::dw(b, j);
+    *mw = T::mw(b, j);
+  }
+}
 
 // The file block holding 32-element block b of a row, and b's index in it.
 template <class T>
