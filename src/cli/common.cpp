@@ -85,7 +85,8 @@ void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {
 void add_act_quant_option(CLI::App* cmd, std::string* act_quant) {
   cmd->add_option(
          "--act-quant", *act_quant,
-         "activations of products with q4_0/q4_1/q8_0 weights: q8 (8-bit blocks and integer dot products, "
+         "activations of products with quantized weights (q4_0 to q8_0 and q4_K to q6_K): q8 (8-bit blocks "
+         "and integer dot products, "
          "llama.cpp's arithmetic; faster) or f32 (exact product with the dequantized weights, the reference "
          "mode; ~1e-3 apart on the logits)")
       ->capture_default_str()
