@@ -142,6 +142,12 @@ struct W4_K : Plain {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 32 * (j / 2)));
     return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j & 1))), _mm256_set1_epi8(0x0f));
   }
+  // Sub-blocks j and j + 1 (j even): the low and high nibbles of one load.
+  static void u8_pair(const uint8_t* b, int j, __m256i* v0, __m256i* v1) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16 + 16 * j));
+    *v0 = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+    *v1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+  }
 #endif
 };
 // block_q5_K (176 bytes): f16 d, f16 dmin; u8 scales[12]; u8 qh[32]; u8
@@ -160,6 +166,15 @@ struct W5_K : W4_K {
         _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(4 * (j & 1))), _mm256_set1_epi8(0x0f));
     const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j)), _mm256_set1_epi8(1));
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+  static void u8_pair(const uint8_t* b, int j, __m256i* v0, __m256i* v1) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 48 + 16 * j));
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+    const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j)), one);
+    const __m256i h1 = _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(j + 1)), one);
+    *v0 = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_slli_epi16(h0, 4));
+    *v1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_slli_epi16(h1, 4));
   }
 #endif
 };
