@@ -312,6 +312,25 @@ TEST_P(MatmulQ8IsaTest, EveryTypeEqualsTheRuleBitForBit) {
   }
 }
 
+// w against activations of magnitude 127 throughout (x = +-3, alternating
+// sign every `run` values, the last one flipped), m = 1, 5, 16 and 21 rows
+// (direct, panel, AMX tile and tail), bit for bit against the rule.
+void expect_the_rule_at_full_scale(const std::string& isa, GgmlType t, const std::vector<uint8_t>& w,
+                                   int64_t row_bytes, int64_t k, int64_t n, int64_t run) {
+  const QuantMatrix qm{static_cast<uint32_t>(t), w.data(), row_bytes, n, k};
+  auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
+  for (int64_t m : {1, 5, 16, 21}) {
+    std::vector<float> x(m * k);
+    for (int64_t i = 0; i < m * k; ++i) x[i] = (i / run) % 2 == 0 ? -3.0f : 3.0f;  // q = -127 or 127
+    x[m * k - 1] = -x[m * k - 1];
+    const std::vector<float> y0(m * n, 0.0f);
+    const Want want = reference(t, w, row_bytes, x, y0, m, k, n, false);
+    std::vector<float> y(m * n);
+    be->matmul_quant(x.data(), qm, y.data(), m, false);
+    EXPECT_EQ(y, want.y) << isa << " m=" << m;
+  }
+}
+
 // q8_0 at the edges of the integer paths: weight bytes -128, -127 and 127
 // against activations of +-127 (every x of magnitude max|x|), with signs
 // that make every pair of products the same sign, so that a 16-bit pair sum
@@ -321,7 +340,6 @@ TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
   IsaGuard restore;
   ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
   const GgmlType t = GgmlType::kQ8_0;
-  const uint32_t id = static_cast<uint32_t>(t);
   const int64_t k = 4 * 32, n = 16, row_bytes = 4 * 34;
   std::vector<uint8_t> w(n * row_bytes);
   const uint8_t edges[] = {0x80, 0x81, 0x7f};
@@ -332,18 +350,7 @@ TEST_P(MatmulQ8IsaTest, Q8_0AtTheIntegerEdgesEqualsTheRule) {
       std::memcpy(blk, &one, 2);
       for (int e = 0; e < 32; ++e) blk[2 + e] = edges[(j + (b == 3 ? e : 0)) % 3];
     }
-  const QuantMatrix qm{id, w.data(), row_bytes, n, k};
-  auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
-  for (int64_t m : {1, 5, 16, 21}) {
-    std::vector<float> x(m * k);
-    for (int64_t i = 0; i < m * k; ++i) x[i] = (i / 32) % 2 == 0 ? -3.0f : 3.0f;  // q = -127 or 127
-    x[m * k - 1] = -x[m * k - 1];
-    const std::vector<float> y0(m * n, 0.0f);
-    const Want want = reference(t, w, row_bytes, x, y0, m, k, n, false);
-    std::vector<float> y(m * n);
-    be->matmul_quant(x.data(), qm, y.data(), m, false);
-    EXPECT_EQ(y, want.y) << GetParam() << " m=" << m;
-  }
+  expect_the_rule_at_full_scale(GetParam(), t, w, row_bytes, k, n, 32);
 }
 
 // q6_K at the edges of its integer sums: quants 0 and 63 (wq -32 and 31)
@@ -355,7 +362,6 @@ TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
   IsaGuard restore;
   ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
   const GgmlType t = GgmlType::kQ6_K;
-  const uint32_t id = static_cast<uint32_t>(t);
   const int64_t k = 2 * 256, n = 24, row_bytes = 2 * 210;
   std::vector<uint8_t> w(n * row_bytes);
   for (int64_t j = 0; j < n; ++j)
@@ -367,18 +373,7 @@ TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
       const uint16_t one = 0x3c00;  // f16 1.0
       std::memcpy(blk + 208, &one, 2);
     }
-  const QuantMatrix qm{id, w.data(), row_bytes, n, k};
-  auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
-  for (int64_t m : {1, 5, 16, 21}) {
-    std::vector<float> x(m * k);
-    for (int64_t i = 0; i < m * k; ++i) x[i] = (i / 16) % 2 == 0 ? -3.0f : 3.0f;  // q = -127 or 127
-    x[m * k - 1] = -x[m * k - 1];
-    const std::vector<float> y0(m * n, 0.0f);
-    const Want want = reference(t, w, row_bytes, x, y0, m, k, n, false);
-    std::vector<float> y(m * n);
-    be->matmul_quant(x.data(), qm, y.data(), m, false);
-    EXPECT_EQ(y, want.y) << GetParam() << " m=" << m;
-  }
+  expect_the_rule_at_full_scale(GetParam(), t, w, row_bytes, k, n, 16);
 }
 
 // The layout laid out at load is what prefill reads (more than four rows),
