@@ -1,12 +1,15 @@
 // Paged attention gives the same bits on every instruction set the process
-// can choose (`--isa`, issue 31): where it is avx512, q·K and P·V run on
-// 512-bit vectors (backend/cpu/attention_wide.h), elsewhere on the AVX2
-// kernels of attention.cpp, and each output element must run the same chain
-// of fused multiply-adds on both. Checked bit for bit against avx2's output
+// can choose (`--isa`, issue 31): where it is avx512, q·K, each tile's
+// softmax and P·V run on 512-bit vectors (backend/cpu/attention_wide.h),
+// elsewhere on the AVX2 kernels of attention.cpp, and each output element
+// must run the same chain of fused multiply-adds on both. Checked bit for bit against avx2's output
 // for f32, f16 and bf16 caches, head dims 64 (four 16-lane vectors per pass)
 // and 96 (a pass of two), GQA ratios 3, 1 and 6 (P·V's six-query group),
-// rows in one key chunk and past it, and 1 and 2 threads. On a CPU without AVX-512 every ISA takes the AVX2
-// kernels and the check still runs (it then compares equal code).
+// rows in one key chunk and past it, and 1 and 2 threads. Keys up to ±60 in
+// one case put scores hundreds below their row's max, so the softmax's exp
+// takes its flush-to-zero branch; that case also compares the column sums
+// (AttentionPlan::colsum), which read the probabilities as stored. On a CPU without AVX-512 every ISA takes
+// the AVX2 kernels and the check still runs (it then compares equal code).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +34,8 @@ struct IsaRestore {
 struct Shape {
   int32_t n_heads, kv_heads, head_dim;
   KvDType dtype;
+  float k_range = 2.0f;  // keys in [-k_range, k_range]
+  bool colsum = false;   // also RelayCaching's column sums, appended to the output
 };
 
 // One sequence of kv_len keys (blocks of 16 at shuffled ids) and query rows at rows_pos.
@@ -42,7 +47,8 @@ std::vector<float> run(const Shape& s, int threads, const std::vector<int32_t>& 
   const int32_t D = s.head_dim, width = s.kv_heads * D, bs = 16;
   const int32_t nb = (kv_len + bs - 1) / bs;
   const int64_t stride = int64_t(bs) * width;
-  const auto k = random_vec(rng, size_t(stride) * nb, -2.0f, 2.0f), v = random_vec(rng, size_t(stride) * nb);
+  const auto k = random_vec(rng, size_t(stride) * nb, -s.k_range, s.k_range),
+             v = random_vec(rng, size_t(stride) * nb);
   std::vector<uint16_t> k16(k.size()), v16(v.size());
   for (size_t i = 0; i < k.size(); ++i) {
     k16[i] = s.dtype == KvDType::kBF16 ? f32_to_bf16(k[i]) : f32_to_fp16(k[i]);
@@ -62,8 +68,16 @@ std::vector<float> run(const Shape& s, int threads, const std::vector<int32_t>& 
                  s.kv_heads,
                  D,
                  s.dtype};
+  const std::vector<int32_t> slot(rows_pos.size(), 0);
+  std::vector<float> colsum(size_t(s.kv_heads) * kv_len, 0.0f);
+  if (s.colsum) {
+    plan.colsum_slot = slot.data();
+    plan.colsum = colsum.data();
+    plan.colsum_stride = kv_len;
+  }
   std::vector<float> out(q.size(), NAN);
   be->attention(plan, q.data(), s.n_heads, kv, 1.0f / std::sqrt(float(D)), out.data());
+  if (s.colsum) out.insert(out.end(), colsum.begin(), colsum.end());
   return out;
 }
 
@@ -75,9 +89,9 @@ TEST(AttentionIsa, EveryIsaGivesTheBitsOfTheAvx2Kernels) {
   std::iota(prefill.begin(), prefill.end(), 0);
   const std::vector<int32_t> past_a_chunk = {0, 31, 32, 600, 1023, 1199};
   int compared = 0;
-  for (const Shape s :
-       {Shape{9, 3, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32}, Shape{9, 3, 64, KvDType::kBF16},
-        Shape{4, 4, 96, KvDType::kF16}, Shape{6, 1, 64, KvDType::kF16}}) {
+  for (const Shape s : {Shape{9, 3, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32},
+                        Shape{9, 3, 64, KvDType::kBF16}, Shape{4, 4, 96, KvDType::kF16},
+                        Shape{6, 1, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32, 60.0f, true}}) {
     for (int threads : {1, 2}) {
       for (const auto& [rows, kv_len] : {std::pair{prefill, 77}, std::pair{past_a_chunk, 1200}}) {
         const auto want = run(s, threads, rows, kv_len, "avx2");

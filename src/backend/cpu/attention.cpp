@@ -679,7 +679,11 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
       float* p = &sc.s[size_t(qi) * kKeys];
       float m_new, sum;
-      softmax_tile(p, valid, sc.m[qi], &m_new, &sum);
+      if (wide) {
+        cpu::wide_softmax_tile(p, valid, sc.m[qi], &m_new, &sum);
+      } else {
+        softmax_tile(p, valid, sc.m[qi], &m_new, &sum);
+      }
       float* acc = &sc.acc[size_t(qi) * D];
       float* acc_lr = lr_acc ? &sc.acc_lr[size_t(qi) * R] : nullptr;
       if (sc.m[qi] != m_new) {

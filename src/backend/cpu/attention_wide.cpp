@@ -4,6 +4,9 @@
 // fuzzers) compile none of them, and attention_wide() is false there.
 #include "backend/cpu/attention_wide.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "backend/cpu/matmul_q8.h"
 #include "backend/cpu/simd.h"
 
@@ -103,7 +106,71 @@ void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, 
   for (; q < nq; ++q) pv_queries<L, 1>(acc + q * D, p + q * kWideTileKeys, v, n, D);
 }
 
+// Lanes 0-7 or 8-15 (AVX-512F only: extractf32x8 is DQ's). This file's maskz forms
+// with full masks are the plain instructions (see F16 below).
+// (GCC 12's _mm512_castps512_ps256 is the unmasked extract, which warns.)
+template <int Half>
+inline __m256 half8(__m512 v) {
+  return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), Half));
+}
+
+// simd.h's exp8, lane for lane: the same clamp, rounding, polynomial and
+// scaling, so each lane gives exp8's bits.
+inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f);
+  const __m512 lo = _mm512_set1_ps(-87.3365447504f);
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+  const __m512 c1 = _mm512_set1_ps(0.693359375f);
+  const __m512 c2 = _mm512_set1_ps(-2.12194440e-4f);
+  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, x, lo), hi);
+  const __m512 fx = _mm512_maskz_roundscale_ps(kAll16, _mm512_mul_ps(x, log2e),
+                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm512_fnmadd_ps(fx, c1, x);
+  x = _mm512_fnmadd_ps(fx, c2, x);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+  const __m512i n = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAll16, fx), _mm512_set1_epi32(127));
+  const __m512 pow2n = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, n, 23));
+  return _mm512_maskz_mul_ps(__mmask16(~under), y, pow2n);  // exp8's andnot: +0 below lo
+}
+
 }  // namespace
+
+void wide_softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum) {
+  static_assert(kWideTileKeys == 32);
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  // Keys t < valid kept, the rest -inf (softmax_tile's blend).
+  const uint32_t keep = valid >= 32 ? 0xffffffffu : (1u << valid) - 1u;
+  const __m512 w0 = _mm512_mask_loadu_ps(ninf, __mmask16(keep), p),
+               w1 = _mm512_mask_loadu_ps(ninf, __mmask16(keep >> 16), p + 16);
+  // softmax_tile's v0..v3 are w0's and w1's halves; its max(max(v0, v1),
+  // max(v2, v3)) is one max of [v0 | v2] and [v1 | v3], the same operands
+  // in the same places (which matters only for NaN), then its 128-bit steps.
+  const __m512 a = _mm512_maskz_shuffle_f32x4(kAll16, w0, w1, 0x44),
+               b = _mm512_maskz_shuffle_f32x4(kAll16, w0, w1, 0xee);
+  const __m512 ab = _mm512_maskz_max_ps(kAll16, a, b);
+  const __m256 mx = _mm256_max_ps(half8<0>(ab), half8<1>(ab));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+  const float m = std::max(m_old, _mm_cvtss_f32(m4));
+  const __m512 mv = _mm512_set1_ps(m);
+  const __m512 e0 = exp16(_mm512_sub_ps(w0, mv)), e1 = exp16(_mm512_sub_ps(w1, mv));
+  _mm512_storeu_ps(p, e0);
+  _mm512_storeu_ps(p + 16, e1);
+  // softmax_tile's sum: ((v0 + v1) + v2) + v3 lane by lane, then hsum8.
+  __m256 acc = _mm256_add_ps(half8<0>(e0), half8<1>(e0));
+  acc = _mm256_add_ps(acc, half8<0>(e1));
+  acc = _mm256_add_ps(acc, half8<1>(e1));
+  *m_new = m;
+  *sum = hsum8(acc);
+}
 
 void wide_tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
   int q = 0;
@@ -127,6 +194,7 @@ void wide_pv_heads_bf16(float* acc, const float* p, const uint16_t* const* v, in
 #else  // not built: attention_wide() is false and the kernels are never called
 
 bool attention_wide() { return false; }
+void wide_softmax_tile(float*, int, float, float*, float*) {}
 void wide_tile_scores(const float*, const float*, float*, int, int) {}
 void wide_pv_heads(float*, const float*, const float* const*, int, int, int) {}
 void wide_pv_heads_f16(float*, const float*, const uint16_t* const*, int, int, int) {}

@@ -1,7 +1,8 @@
 // The two inner products of paged attention (attention.cpp) on 512-bit
-// vectors, for CPUs with AVX-512F: q·K over a tile of 32 keys and P·V.
+// vectors, for CPUs with AVX-512F: q·K over a tile of 32 keys, the
+// tile's softmax, and P·V.
 // Each output element runs the same chain of fused multiply-adds as the
-// AVX2 kernels of attention.cpp (one chain per score over the head
+// AVX2 kernels of attention.cpp (and the softmax of a tile the same steps) (one chain per score over the head
 // dimension, one per output element over the keys, in increasing order), so
 // the bits are the same; a vector holds sixteen of those chains instead of
 // eight. They run where the instruction set chosen at run time (`--isa`, see
@@ -19,6 +20,13 @@ bool attention_wide();
 
 // s[qi][t] = qs[qi] · kt[:, t] for t < 32: qs rows D apart, kt (D, 32), s rows 32 apart.
 void wide_tile_scores(const float* qs, const float* kt, float* s, int nq, int D);
+
+// attention.cpp's softmax_tile on 512-bit vectors: the tile's scores p[0..32)
+// masked from `valid` on, m_new = max(m_old, their max), p[t] = exp(p[t] -
+// m_new), sum = their sum. The same bits as softmax_tile: the max and the
+// sum in its order (four 8-lane vectors, then its horizontal steps), and
+// exp8's steps lane for lane, sixteen lanes at a time.
+void wide_softmax_tile(float* p, int valid, float m_old, float* m_new, float* sum);
 
 // acc[q][0..D) += sum_{t < n} p[q][t] * v[t][0..D) for q < nq: acc rows D
 // apart, p rows 32 apart; D % 32 == 0. V rows in f32, f16 or bf16.
