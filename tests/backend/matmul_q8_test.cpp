@@ -452,6 +452,49 @@ TEST_P(MatmulQ8IsaTest, ASliceOffTheLayoutsGroupsBuildsItsOwnPanels) {
   }
 }
 
+// The activations' 8-bit blocks are the same on every ISA as on scalar:
+// the integers, the scale, both sums and d * sum, bit for bit. Blocks of
+// every magnitude, all-zero and all -0 blocks, subnormals, a block with one
+// large value. (Outside the rule, as in llama.cpp's: NaN or inf in a block,
+// and a block whose max is below about 3.7e-37, where 1 / d overflows;
+// scalar's cast of their rounded quotients is undefined.)
+TEST_P(MatmulQ8IsaTest, QuantizedActivationsEqualScalars) {
+  IsaGuard restore;
+  const int64_t m = 7, k = 5 * 32;
+  std::mt19937 rng(11);
+  std::vector<float> x = random_vec(rng, m * k);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float* xb = &x[r * k + b * 32];
+      const float scale = std::ldexp(1.0f, int(r * 5 + b) % 40 - 20);
+      for (int e = 0; e < 32; ++e) xb[e] *= scale;
+    }
+  std::fill_n(&x[1 * k], 32, 0.0f);
+  std::fill_n(&x[1 * k + 32], 32, -0.0f);
+  for (int e = 0; e < 31; ++e) x[2 * k + e] = std::ldexp(float(e) - 16.0f, -140);  // subnormals
+  x[2 * k + 31] = 1.0f;
+  for (int e = 0; e < 32; ++e) x[2 * k + 32 + e] *= 1e-30f;  // tiny, yet 1 / d is finite
+  x[3 * k + 77] = 3.0e38f;
+  auto quantize = [&](const char* isa) {
+    EXPECT_TRUE(backend_cpu_select_isa(isa).is_ok()) << isa;
+    cpu::Q8Acts a;
+    cpu::q8_resize(a, m, k);
+    cpu::q8_quantize_rows(x.data(), a, 0, m);
+    return a;
+  };
+  const cpu::Q8Acts want = quantize("scalar"), got = quantize(GetParam().c_str());
+  auto bytes = [](const auto& v) {
+    std::vector<uint8_t> out(v.size() * sizeof(v[0]));
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  EXPECT_EQ(bytes(got.q), bytes(want.q));
+  EXPECT_EQ(bytes(got.d), bytes(want.d));
+  EXPECT_EQ(bytes(got.qsum), bytes(want.qsum));
+  EXPECT_EQ(bytes(got.qlo), bytes(want.qlo));
+  EXPECT_EQ(bytes(got.s), bytes(want.s));
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()), [](const auto& info) {
   std::string name = info.param;  // amx-emulated -> amx_emulated (gtest names)
   std::replace(name.begin(), name.end(), '-', '_');
