@@ -13,6 +13,9 @@
 //   B_s = tmm{4+s}  :  8 rows x 64 uint8 (row i: bytes 4i..4i+3 of 16 columns)
 // dp<s>() is TDPBSUD: C_s[m][n] += sum over k < 8, e < 4 of
 // int8(A_s[m][4k+e]) * uint8(B_s[k][4n+e]), wrapping in 32 bits.
+// The half configuration (configure(kHalf)) is the same with K = 16: A_s 16
+// rows x 16 int8, B_s 4 rows x 64, so that the two slots take the two
+// halves of one block (q6_K, whose halves have their own scales).
 #pragma once
 
 #include <cstdint>
@@ -38,12 +41,15 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-inline TileConfig kernel_config() {
+// The bytes of an A row: a whole block, or half of one.
+enum TileK : int { kWhole = kK, kHalf = kK / 2 };
+
+inline TileConfig kernel_config(TileK k = kWhole) {
   TileConfig c;
   for (int s = 0; s < 2; ++s) {
-    c.rows[s] = kRows, c.colsb[s] = kN * 4;           // C_s
-    c.rows[2 + s] = kRows, c.colsb[2 + s] = kK;       // A_s
-    c.rows[4 + s] = kK / 4, c.colsb[4 + s] = kN * 4;  // B_s
+    c.rows[s] = kRows, c.colsb[s] = kN * 4;          // C_s
+    c.rows[2 + s] = kRows, c.colsb[2 + s] = k;       // A_s
+    c.rows[4 + s] = k / 4, c.colsb[4 + s] = kN * 4;  // B_s
   }
   return c;
 }
@@ -59,9 +65,9 @@ struct EmuTiles {
     thread_local State s;
     return s;
   }
-  static void configure() {
+  static void configure(TileK k = kWhole) {
     State& s = state();
-    s.cfg = kernel_config();
+    s.cfg = kernel_config(k);
     std::memset(s.t, 0, sizeof s.t);  // LDTILECFG zeroes every tile
     s.configured = true;
   }
@@ -134,9 +140,9 @@ struct HwTiles {
   // a released thread carries no tile state through context switches. The
   // process asked the OS for the tile state before this ISA was chosen
   // (matmul_q8.cpp).
-  static void configure() {
-    static const TileConfig cfg = kernel_config();
-    _tile_loadconfig(&cfg);
+  static void configure(TileK k = kWhole) {
+    static const TileConfig whole = kernel_config(kWhole), half = kernel_config(kHalf);
+    _tile_loadconfig(k == kWhole ? &whole : &half);
   }
   static void release() { _tile_release(); }
   // GCC's tileloadd carries no memory input: the compiler fence keeps the

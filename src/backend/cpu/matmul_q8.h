@@ -53,8 +53,8 @@ bool q8_supports(uint32_t type);
 // The instruction set the q8 kernels run on, chosen at run time: every one
 // computes the same bits (exact integer block sums, one float order).
 // kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8, for every type
-// but q6_K, whose two scales per block keep it on VNNI (opt-in: auto
-// does not take it until it has run on AMX hardware). kAmxEmulated: the same
+// (q6_K, whose halves have their own scales, as two products of K = 16 per
+// block; opt-in: auto does not take it until it has run on AMX hardware). kAmxEmulated: the same
 // kernel with the tile instructions emulated in software (slow; for tests of
 // that kernel on CPUs without AMX; auto never takes it).
 enum class Q8Isa { kScalar, kAvx2, kAvxVnni, kAvx512, kAmxEmulated, kAmx };
