@@ -45,7 +45,8 @@ QRow quantize(const float* x, int64_t k) {
     float amax = 0.0f;
     for (int e = 0; e < 32; ++e) amax = std::max(amax, std::fabs(x[b * 32 + e]));
     const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (!std::isfinite(id)) id = 0.0f;  // a max below ~3.7e-37: zeros (matmul_q8_body.inc)
     int sum = 0;
     for (int e = 0; e < 32; ++e) {
       const float v = x[b * 32 + e] * id;
@@ -454,10 +455,10 @@ TEST_P(MatmulQ8IsaTest, ASliceOffTheLayoutsGroupsBuildsItsOwnPanels) {
 
 // The activations' 8-bit blocks are the same on every ISA as on scalar:
 // the integers, the scale, both sums and d * sum, bit for bit. Blocks of
-// every magnitude, all-zero and all -0 blocks, subnormals, a block with one
-// large value. (Outside the rule, as in llama.cpp's: NaN or inf in a block,
-// and a block whose max is below about 3.7e-37, where 1 / d overflows;
-// scalar's cast of their rounded quotients is undefined.)
+// every magnitude, all-zero and all -0 blocks, subnormals beside a 1.0, a
+// block of subnormals alone and one of values near 1e-38 (1 / d overflows:
+// zeros), a block with one large value. (Outside the rule: NaN or inf in a
+// block, whose rounded quotients scalar cannot convert.)
 TEST_P(MatmulQ8IsaTest, QuantizedActivationsEqualScalars) {
   IsaGuard restore;
   const int64_t m = 7, k = 5 * 32;
@@ -475,6 +476,8 @@ TEST_P(MatmulQ8IsaTest, QuantizedActivationsEqualScalars) {
   x[2 * k + 31] = 1.0f;
   for (int e = 0; e < 32; ++e) x[2 * k + 32 + e] *= 1e-30f;  // tiny, yet 1 / d is finite
   x[3 * k + 77] = 3.0e38f;
+  for (int e = 0; e < 32; ++e) x[4 * k + e] = std::ldexp(float(e) - 16.0f, -140);  // subnormals alone
+  for (int e = 0; e < 32; ++e) x[4 * k + 32 + e] = 1e-38f * (float(e) - 15.5f) / 16.0f;
   auto quantize = [&](const char* isa) {
     EXPECT_TRUE(backend_cpu_select_isa(isa).is_ok()) << isa;
     cpu::Q8Acts a;
@@ -493,6 +496,7 @@ TEST_P(MatmulQ8IsaTest, QuantizedActivationsEqualScalars) {
   EXPECT_EQ(bytes(got.qsum), bytes(want.qsum));
   EXPECT_EQ(bytes(got.qlo), bytes(want.qlo));
   EXPECT_EQ(bytes(got.s), bytes(want.s));
+  for (int e = 0; e < 64; ++e) EXPECT_EQ(want.q[4 * k + e], 0) << e;  // the two tiny blocks
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()), [](const auto& info) {
