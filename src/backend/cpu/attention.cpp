@@ -613,17 +613,25 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   const int64_t row_bytes = int64_t(D) * kv_dtype_bytes(kv.dtype);
   const int32_t k_begin = chunk * kChunkKeys;
   const int32_t k_last = std::min(it.pmax, k_begin + kChunkKeys - 1);
+  // Key j lives in block blocks[j / bs], slot j % bs: kept as a running
+  // (block, slot) pair for this tile's keys and the next tile's, instead of
+  // two integer divisions per key.
+  const int64_t head_off = int64_t(it.kvh) * D;
+  int32_t jb = k_begin / bs, js = k_begin % bs;
+  [[maybe_unused]] int32_t nxb = (k_begin + kKeys) / bs, nxs = (k_begin + kKeys) % bs;
   for (int32_t j0 = k_begin; j0 <= k_last; j0 += kKeys) {
     const int tn = std::min<int32_t>(kKeys, k_last + 1 - j0);
     for (int t = 0; t < tn; ++t) {
-      int32_t j = j0 + t;
-      int64_t off = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(j % bs) * width + int64_t(it.kvh) * D;
+      const int32_t j = j0 + t;
+      const int64_t off = int64_t(blocks[jb]) * kv.block_stride + int64_t(js) * width + head_off;
+      if (++js == bs) js = 0, ++jb;
 #if AGENTKV_AVX2
       // The next tile's K and V rows: at decode they come from memory (the
       // weights streamed in between evict them), and the rows of one head are
       // strided by the other heads' rows.
-      if (const int32_t jn = j + kKeys; jn <= k_last) {
-        const int64_t on = int64_t(blocks[jn / bs]) * kv.block_stride + int64_t(jn % bs) * width + int64_t(it.kvh) * D;
+      if (j + kKeys <= k_last) {
+        const int64_t on = int64_t(blocks[nxb]) * kv.block_stride + int64_t(nxs) * width + head_off;
+        if (++nxs == bs) nxs = 0, ++nxb;
         const char* kn = static_cast<const char*>(cpu::kv_elem(kv.k, kv.dtype, on));
         const char* vn = static_cast<const char*>(cpu::kv_elem(kv.v, kv.dtype, on));
         for (int64_t b = 0; b < row_bytes; b += 64) {
