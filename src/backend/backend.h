@@ -100,7 +100,9 @@ struct AttentionPlan {
   // summed over the query heads of each kv head: for kv head h and key
   // j <= row_pos[r], colsum[(c * kv_heads + h) * colsum_stride + j] +=
   // sum over those heads of softmax(q K^T * scale)[j]. The caller zeroes
-  // colsum and sums over h. The attention output does not change.
+  // colsum and sums over h. The attention output does not change. Each row
+  // needs a slot of its own: rows in different work items add to their
+  // lines from different threads.
   const int32_t* colsum_slot = nullptr;  // [n_rows] or nullptr
   float* colsum = nullptr;
   int64_t colsum_stride = 0;             // >= the longest row_pos + 1

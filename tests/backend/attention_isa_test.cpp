@@ -68,8 +68,11 @@ std::vector<float> run(const Shape& s, int threads, const std::vector<int32_t>& 
                  s.kv_heads,
                  D,
                  s.dtype};
-  const std::vector<int32_t> slot(rows_pos.size(), 0);
-  std::vector<float> colsum(size_t(s.kv_heads) * kv_len, 0.0f);
+  // One slot per row, as the Runner gives them (rows of different work items
+  // add to their own lines on different threads).
+  std::vector<int32_t> slot(rows_pos.size());
+  std::iota(slot.begin(), slot.end(), 0);
+  std::vector<float> colsum(rows_pos.size() * s.kv_heads * kv_len, 0.0f);
   if (s.colsum) {
     plan.colsum_slot = slot.data();
     plan.colsum = colsum.data();

@@ -206,8 +206,11 @@ TEST_P(AttentionTest, DuplicatedPositions) {
   }
 }
 
+// Block sizes 7 and 48 divide neither a key tile (32) nor a key chunk (512):
+// tiles and chunks start mid-block, where the kernel walks its keys' (block,
+// slot) across block edges.
 INSTANTIATE_TEST_SUITE_P(BlockSizesThreads, AttentionTest,
-                         ::testing::Combine(::testing::Values(1, 16, 32), ::testing::Values(1, 2)));
+                         ::testing::Combine(::testing::Values(1, 7, 16, 32, 48), ::testing::Values(1, 2)));
 
 // The work split differs with the thread count; every output must not.
 TEST(Attention, OneAndTwoThreadsBitwiseEqual) {

@@ -499,6 +499,17 @@ TEST_P(MatmulQ8IsaTest, QuantizedActivationsEqualScalars) {
   for (int e = 0; e < 64; ++e) EXPECT_EQ(want.q[4 * k + e], 0) << e;  // the two tiny blocks
 }
 
+// A matrix with no blocks (k = 0) lays out without dividing by its block
+// count (the panels' row prefetch spreads its bytes over the blocks).
+TEST_P(MatmulQ8IsaTest, AMatrixWithoutBlocksLaysOut) {
+  IsaGuard restore;
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  const uint8_t none = 0;
+  const QuantMatrix qm{static_cast<uint32_t>(GgmlType::kQ4_0), &none, 0, 17, 0};
+  const std::shared_ptr<const cpu::Q8Panel> panel = cpu::q8_prepack(qm);
+  EXPECT_EQ(panel == nullptr, GetParam() == "scalar");
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()), [](const auto& info) {
   std::string name = info.param;  // amx-emulated -> amx_emulated (gtest names)
   std::replace(name.begin(), name.end(), '-', '_');

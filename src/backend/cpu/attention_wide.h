@@ -1,10 +1,10 @@
 // The two inner products of paged attention (attention.cpp) on 512-bit
-// vectors, for CPUs with AVX-512F: q·K over a tile of 32 keys, the
-// tile's softmax, and P·V.
-// Each output element runs the same chain of fused multiply-adds as the
-// AVX2 kernels of attention.cpp (and the softmax of a tile the same steps) (one chain per score over the head
-// dimension, one per output element over the keys, in increasing order), so
-// the bits are the same; a vector holds sixteen of those chains instead of
+// vectors, for CPUs with AVX-512F: q·K over a tile of 32 keys and P·V, and
+// between them the tile's softmax. Each output element runs the same chain
+// of fused multiply-adds as the AVX2 kernels of attention.cpp (one chain per
+// score over the head dimension, one per output element over the keys, in
+// increasing order), and the softmax the same steps as softmax_tile, so the
+// bits are the same; a vector holds sixteen of those chains instead of
 // eight. They run where the instruction set chosen at run time (`--isa`, see
 // matmul_q8.h) is avx512.
 #pragma once
