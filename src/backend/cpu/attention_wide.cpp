@@ -117,23 +117,20 @@ inline __m256 half8(__m512 v) {
 // simd.h's exp8, lane for lane: the same clamp, rounding, polynomial and
 // scaling, so each lane gives exp8's bits.
 inline __m512 exp16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.3762626647949f);
-  const __m512 lo = _mm512_set1_ps(-87.3365447504f);
-  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-  const __m512 c1 = _mm512_set1_ps(0.693359375f);
-  const __m512 c2 = _mm512_set1_ps(-2.12194440e-4f);
+  using namespace exp_consts;
+  const __m512 hi = _mm512_set1_ps(kHi);
+  const __m512 lo = _mm512_set1_ps(kLo);
+  const __m512 log2e = _mm512_set1_ps(kLog2e);
+  const __m512 c1 = _mm512_set1_ps(kC1);
+  const __m512 c2 = _mm512_set1_ps(kC2);
   const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
   x = _mm512_maskz_min_ps(kAll16, _mm512_maskz_max_ps(kAll16, x, lo), hi);
   const __m512 fx = _mm512_maskz_roundscale_ps(kAll16, _mm512_mul_ps(x, log2e),
                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   x = _mm512_fnmadd_ps(fx, c1, x);
   x = _mm512_fnmadd_ps(fx, c2, x);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 y = _mm512_set1_ps(kPoly[0]);
+  for (int i = 1; i < 6; ++i) y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(kPoly[i]));
   y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
   const __m512i n = _mm512_add_epi32(_mm512_maskz_cvtps_epi32(kAll16, fx), _mm512_set1_epi32(127));
   const __m512 pow2n = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, n, 23));

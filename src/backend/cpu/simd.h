@@ -27,23 +27,32 @@ inline float hsum8(__m256 v) {
 // degree-6 polynomial for e^r, 2^n through the exponent bits. About 1-2 ulp
 // over the clamped range; std::exp is not vectorised without -ffast-math and
 // softmax / SiLU are dominated by it otherwise.
+// exp8's constants, shared with attention_wide.cpp's exp16 (which must give
+// exp8's bits lane for lane): the clamp, log2(e), ln 2 in two parts, and the
+// polynomial's coefficients from the highest degree down.
+namespace exp_consts {
+inline constexpr float kHi = 88.3762626647949f;
+inline constexpr float kLo = -87.3365447504f;  // below: the result flushes to 0
+inline constexpr float kLog2e = 1.44269504088896341f;
+inline constexpr float kC1 = 0.693359375f, kC2 = -2.12194440e-4f;
+inline constexpr float kPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                   4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+}  // namespace exp_consts
+
 inline __m256 exp8(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f);
-  const __m256 lo = _mm256_set1_ps(-87.3365447504f);  // below: result flushes to 0
-  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-  const __m256 c1 = _mm256_set1_ps(0.693359375f);
-  const __m256 c2 = _mm256_set1_ps(-2.12194440e-4f);
+  using namespace exp_consts;
+  const __m256 hi = _mm256_set1_ps(kHi);
+  const __m256 lo = _mm256_set1_ps(kLo);
+  const __m256 log2e = _mm256_set1_ps(kLog2e);
+  const __m256 c1 = _mm256_set1_ps(kC1);
+  const __m256 c2 = _mm256_set1_ps(kC2);
   __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
   __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   x = _mm256_fnmadd_ps(fx, c1, x);
   x = _mm256_fnmadd_ps(fx, c2, x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 y = _mm256_set1_ps(kPoly[0]);
+  for (int i = 1; i < 6; ++i) y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(kPoly[i]));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
   __m256i n = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
   __m256 pow2n = _mm256_castsi256_ps(_mm256_slli_epi32(n, 23));
