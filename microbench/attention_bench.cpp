@@ -1,8 +1,9 @@
 // Paged attention of the SmolLM2-135M layer shape (9 query heads, 3 kv heads,
 // head_dim 64, block_size 16): a 2048-token prefill and decode rows at
-// several contexts, per thread count. Prints a table of medians.
+// several contexts, per thread count, on an f32 or f16 cache. Prints a
+// table of medians.
 //
-// Usage: bench_attention [--threads 1,2] [--reps N]
+// Usage: bench_attention [--threads 1,2] [--reps N] [--kv-dtype f32|f16]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "format/fp16.h"
 #include "util/stats.h"
 
 using namespace agentkv;
@@ -42,11 +44,14 @@ double thread_cpu_s() {
 int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int reps = 7;
+  std::string kv_dtype = "f32";
   CLI::App app{"The CPU backend's paged attention on SmolLM2-135M shapes"};
   app.add_option("--threads", threads, "thread counts, comma-separated")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "repetitions (medians)")->check(CLI::PositiveNumber);
+  app.add_option("--kv-dtype", kv_dtype, "element type of the cache (f16 is agentkv's default)")
+      ->check(CLI::IsMember({"f32", "f16"}));
   CLI11_PARSE(app, argc, argv);
   const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16;
   std::vector<Scenario> scenarios;
@@ -54,6 +59,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> all(2048);
     std::iota(all.begin(), all.end(), 0);
     scenarios.push_back({"prefill 2048", 2048, all});
+    scenarios.push_back({"prefill 512", 512, std::vector<int32_t>(all.begin(), all.begin() + 512)});
     std::vector<int32_t> chunk(512);
     std::iota(chunk.begin(), chunk.end(), 1536);
     scenarios.push_back({"prefill chunk 512 @1536", 2048, chunk});
@@ -71,6 +77,12 @@ int main(int argc, char** argv) {
   std::iota(block_ids.begin(), block_ids.end(), 0);
   std::shuffle(block_ids.begin(), block_ids.end(), rng);
   KvLayerView kv{k.data(), v.data(), stride, bs, kv_heads, D};
+  std::vector<uint16_t> k16, v16;  // the same values rounded to f16
+  if (kv_dtype == "f16") {
+    for (float x : k) k16.push_back(f32_to_fp16(x));
+    for (float x : v) v16.push_back(f32_to_fp16(x));
+    kv = KvLayerView{k16.data(), v16.data(), stride, bs, kv_heads, D, KvDType::kF16};
+  }
 
   std::printf("| scenario | threads | median ms | GFLOP/s | caller CPU ms |\n|---|---:|---:|---:|---:|\n");
   for (const auto& sc : scenarios) {

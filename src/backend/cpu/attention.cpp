@@ -42,7 +42,7 @@ namespace agentkv {
 namespace {
 
 constexpr int kKeys = 32;     // keys per tile
-constexpr int kQueries = 32;  // query vectors per work item, when rows allow
+constexpr int kQueries = 48;  // query vectors per work item, when rows allow
 // Keys per chunk (a multiple of kKeys): 512 keys of one kv head are 128 KiB
 // of f32 K and V, a few hundred microseconds of work.
 constexpr int32_t kChunkKeys = 512;
@@ -711,10 +711,17 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
     // each V row is read and widened once for all of them. Under
     // Flash-LoRA-Attention the LR rows ride along in the same pass where
     // their rank and dtype allow, and get their own pass otherwise.
+    // Without the LR accumulator, consecutive rows that see the same keys of
+    // the tile (all of them, below the causal diagonal) go in one call, so
+    // each V row is also shared across rows: every query keeps its own chain
+    // in key order, so its bits do not depend on the grouping.
     const KvDType lr_dtype = lr_acc ? plan.lr->dtype : kv.dtype;
-    for (int qi = 0; qi < nq; qi += nh) {
+    for (int qi = 0, span = nh; qi < nq; qi += span) {
+      span = nh;
       if (sc.qpos[qi] < j0) continue;
       const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
+      if (!lr_acc)
+        while (qi + span < nq && std::min(tn, sc.qpos[qi + span] - j0 + 1) == valid) span += nh;
       float* acc = &sc.acc[size_t(qi) * D];
       float* acc_lr = lr_acc ? &sc.acc_lr[size_t(qi) * R] : nullptr;
       const float* p = &sc.s[size_t(qi) * kKeys];
@@ -723,17 +730,17 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
         together =
             lr_acc && lr_dtype == KvDType::kF32 &&
             accumulate_pv_lr_heads<LoadF32>(acc, acc_lr, p, sc.vp.data(), sc.lp.data(), valid, D, R, nh);
-        if (!together) pv_heads_any<LoadF32>(wide, acc, p, sc.vp.data(), valid, D, nh);
+        if (!together) pv_heads_any<LoadF32>(wide, acc, p, sc.vp.data(), valid, D, span);
       } else if (bf16) {
         together =
             lr_acc && lr_dtype == KvDType::kBF16 &&
             accumulate_pv_lr_heads<LoadBF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
-        if (!together) pv_heads_any<LoadBF16>(wide, acc, p, sc.v16.data(), valid, D, nh);
+        if (!together) pv_heads_any<LoadBF16>(wide, acc, p, sc.v16.data(), valid, D, span);
       } else {
         together =
             lr_acc && lr_dtype == KvDType::kF16 &&
             accumulate_pv_lr_heads<LoadF16>(acc, acc_lr, p, sc.v16.data(), sc.l16.data(), valid, D, R, nh);
-        if (!together) pv_heads_any<LoadF16>(wide, acc, p, sc.v16.data(), valid, D, nh);
+        if (!together) pv_heads_any<LoadF16>(wide, acc, p, sc.v16.data(), valid, D, span);
       }
       if (!lr_acc || together) continue;
       // Flash-LoRA-Attention's second accumulator, in a pass of its own.

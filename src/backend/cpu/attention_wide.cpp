@@ -171,6 +171,7 @@ void wide_softmax_tile(float* p, int valid, float m_old, float* m_new, float* su
 
 void wide_tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
   int q = 0;
+  for (; q + 6 <= nq; q += 6) scores<6>(qs + q * D, kt, s + q * kWideTileKeys, D);
   for (; q + 4 <= nq; q += 4) scores<4>(qs + q * D, kt, s + q * kWideTileKeys, D);
   for (; q + 2 <= nq; q += 2) scores<2>(qs + q * D, kt, s + q * kWideTileKeys, D);
   for (; q < nq; ++q) scores<1>(qs + q * D, kt, s + q * kWideTileKeys, D);
