@@ -3,7 +3,7 @@
 // several contexts, per thread count, on an f32 or f16 cache. Prints a
 // table of medians.
 //
-// Usage: bench_attention [--threads 1,2] [--reps N] [--kv-dtype f32|f16]
+// Usage: bench_attention [--threads 1,2] [--reps N] [--kv-dtype f32|f16] [--only TEXT]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   int reps = 7;
   std::string kv_dtype = "f32";
+  std::string only;
   CLI::App app{"The CPU backend's paged attention on SmolLM2-135M shapes"};
   app.add_option("--threads", threads, "thread counts, comma-separated")
       ->delimiter(',')
@@ -52,6 +53,8 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "repetitions (medians)")->check(CLI::PositiveNumber);
   app.add_option("--kv-dtype", kv_dtype, "element type of the cache (f16 is agentkv's default)")
       ->check(CLI::IsMember({"f32", "f16"}));
+  app.add_option("--only", only,
+                 "run the scenarios whose name contains this text (e.g. decode, \"prefill 512\")");
   CLI11_PARSE(app, argc, argv);
   const int32_t n_heads = 9, kv_heads = 3, D = 64, bs = 16;
   std::vector<Scenario> scenarios;
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
 
   std::printf("| scenario | threads | median ms | GFLOP/s | caller CPU ms |\n|---|---:|---:|---:|---:|\n");
   for (const auto& sc : scenarios) {
+    if (sc.name.find(only) == std::string::npos) continue;
     const int32_t n_rows = int32_t(sc.rows.size());
     std::vector<float> q(size_t(n_rows) * n_heads * D), out(q.size());
     for (auto& x : q) x = dist(rng);

@@ -133,9 +133,10 @@ struct LoadBF16 {
 // kt[d][t] = k[t][d] for t < n, 0 for n <= t < kKeys. Full 8x8 blocks are
 // transposed in registers: element-wise, the strided stores cost as much as
 // all of q·K.
+// Keys before `from` are laid out already (wide_keys_transposed).
 template <class L = LoadF32>
-void gather_keys_transposed(const typename L::T* const* k, int n, int D, float* kt) {
-  int t0 = 0;
+void gather_keys_transposed(const typename L::T* const* k, int n, int D, float* kt, int from = 0) {
+  int t0 = from;
 #if AGENTKV_AVX2
   if (D % 8 == 0) {
     for (; t0 + 8 <= n; t0 += 8) {
@@ -613,45 +614,58 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   const int64_t row_bytes = int64_t(D) * kv_dtype_bytes(kv.dtype);
   const int32_t k_begin = chunk * kChunkKeys;
   const int32_t k_last = std::min(it.pmax, k_begin + kChunkKeys - 1);
-  // Key j lives in block blocks[j / bs], slot j % bs: kept as a running
-  // (block, slot) pair for this tile's keys and the next tile's, instead of
-  // two integer divisions per key.
+  // Key j lives in block blocks[j / bs], slot j % bs: the tile's keys are
+  // walked a block's run at a time (consecutive slots are `width` apart),
+  // with one division per run instead of per key.
   const int64_t head_off = int64_t(it.kvh) * D;
-  int32_t jb = k_begin / bs, js = k_begin % bs;
-  [[maybe_unused]] int32_t nxb = (k_begin + kKeys) / bs, nxs = (k_begin + kKeys) % bs;
   for (int32_t j0 = k_begin; j0 <= k_last; j0 += kKeys) {
     const int tn = std::min<int32_t>(kKeys, k_last + 1 - j0);
-    for (int t = 0; t < tn; ++t) {
-      const int32_t j = j0 + t;
-      const int64_t off = int64_t(blocks[jb]) * kv.block_stride + int64_t(js) * width + head_off;
-      if (++js == bs) js = 0, ++jb;
 #if AGENTKV_AVX2
-      // The next tile's K and V rows: at decode they come from memory (the
-      // weights streamed in between evict them), and the rows of one head are
-      // strided by the other heads' rows.
-      if (j + kKeys <= k_last) {
-        const int64_t on = int64_t(blocks[nxb]) * kv.block_stride + int64_t(nxs) * width + head_off;
-        if (++nxs == bs) nxs = 0, ++nxb;
-        const char* kn = static_cast<const char*>(cpu::kv_elem(kv.k, kv.dtype, on));
-        const char* vn = static_cast<const char*>(cpu::kv_elem(kv.v, kv.dtype, on));
+    // The next tile's K and V rows: at decode they come from memory (the
+    // weights streamed in between evict them), and the rows of one head are
+    // strided by the other heads' rows.
+    const int32_t next_last = std::min(k_last, j0 + 2 * kKeys - 1);
+    for (int32_t j = j0 + kKeys; j <= next_last;) {
+      const int32_t s0 = j % bs, n = std::min(bs - s0, next_last + 1 - j);
+      const int64_t on = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(s0) * width + head_off;
+      const char* kn = static_cast<const char*>(cpu::kv_elem(kv.k, kv.dtype, on));
+      const char* vn = static_cast<const char*>(cpu::kv_elem(kv.v, kv.dtype, on));
+      const int64_t step = width * int64_t(kv_dtype_bytes(kv.dtype));
+      for (int u = 0; u < n; ++u, kn += step, vn += step)
         for (int64_t b = 0; b < row_bytes; b += 64) {
           _mm_prefetch(kn + b, _MM_HINT_T0);
           _mm_prefetch(vn + b, _MM_HINT_T0);
         }
-      }
+      j += n;
+    }
 #endif
-      if (!widen) {
-        sc.kp[t] = static_cast<const float*>(kv.k) + off;
-        sc.vp[t] = static_cast<const float*>(kv.v) + off;
-      } else if (in_place) {
-        sc.k16[t] = static_cast<const uint16_t*>(kv.k) + off;
-        sc.v16[t] = static_cast<const uint16_t*>(kv.v) + off;
-      } else {
-        float* kr = &sc.kw[size_t(t) * D];
-        cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.k, kv.dtype, off), kr, D);
-        sc.kp[t] = kr;  // V: lr.vexp, below
+    // (The scratch's pointers held in locals: stores through them could
+    // alias the vectors' own, which GCC then reloads per key.)
+    const float** kp = sc.kp.data();
+    const float** vp = sc.vp.data();
+    const uint16_t** k16 = sc.k16.data();
+    const uint16_t** v16 = sc.v16.data();
+    for (int t = 0; t < tn;) {
+      const int32_t s0 = (j0 + t) % bs, n = std::min(bs - s0, tn - t);
+      int64_t off = int64_t(blocks[(j0 + t) / bs]) * kv.block_stride + int64_t(s0) * width + head_off;
+      if (in_place) {
+        const uint16_t* k = static_cast<const uint16_t*>(kv.k) + off;
+        const uint16_t* v = static_cast<const uint16_t*>(kv.v) + off;
+        for (int u = 0; u < n; ++u) k16[t + u] = k + u * width, v16[t + u] = v + u * width;
+        t += n;
+        continue;
       }
-      if (lr.vexp != nullptr) sc.vp[t] = lr.vexp + int64_t(j) * width + int64_t(it.kvh) * D;
+      for (const int t1 = t + n; t < t1; ++t, off += width) {
+        if (!widen) {
+          kp[t] = static_cast<const float*>(kv.k) + off;
+          vp[t] = static_cast<const float*>(kv.v) + off;
+        } else {
+          float* kr = &sc.kw[size_t(t) * D];
+          cpu::kv_to_f32(kv.dtype, cpu::kv_elem(kv.k, kv.dtype, off), kr, D);
+          kp[t] = kr;  // V: lr.vexp, below
+        }
+        if (lr.vexp != nullptr) vp[t] = lr.vexp + int64_t(j0 + t) * width + int64_t(it.kvh) * D;
+      }
     }
     if (lr_acc) {
       // The tile's LR rows, a block's run at a time.
@@ -671,11 +685,14 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       }
     }
     if (!in_place) {
-      gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data());
+      const int from = wide ? cpu::wide_keys_transposed(sc.kp.data(), tn, D, sc.kt.data()) : 0;
+      gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data(), from);
     } else if (bf16) {
-      gather_keys_transposed<LoadBF16>(sc.k16.data(), tn, D, sc.kt.data());
+      const int from = wide ? cpu::wide_keys_transposed_bf16(sc.k16.data(), tn, D, sc.kt.data()) : 0;
+      gather_keys_transposed<LoadBF16>(sc.k16.data(), tn, D, sc.kt.data(), from);
     } else {
-      gather_keys_transposed<LoadF16>(sc.k16.data(), tn, D, sc.kt.data());
+      const int from = wide ? cpu::wide_keys_transposed_f16(sc.k16.data(), tn, D, sc.kt.data()) : 0;
+      gather_keys_transposed<LoadF16>(sc.k16.data(), tn, D, sc.kt.data(), from);
     }
     if (wide) {
       cpu::wide_tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);

@@ -106,6 +106,57 @@ void pv_heads(float* acc, const float* p, const typename L::T* const* v, int n, 
   for (; q < nq; ++q) pv_queries<L, 1>(acc + q * D, p + q * kWideTileKeys, v, n, D);
 }
 
+// Keys [t0, t0 + 16) by dims [d0, d0 + 16) into kt: sixteen rows widened,
+// then a 16 x 16 transpose in four rounds of shuffles (pairs of rows, pairs
+// of pairs within each 128-bit lane, then 128-bit lanes across registers
+// twice). Every value only moves.
+template <class L>
+inline void transpose16(const typename L::T* const* k, int t0, int d0, float* kt) {
+  __m512 r[16], u[16];
+  for (int i = 0; i < 16; ++i) r[i] = L::load16(k[t0 + i] + d0);
+  for (int i = 0; i < 16; i += 2) {
+    u[i] = _mm512_maskz_unpacklo_ps(kAll16, r[i], r[i + 1]);      // a0 b0 a1 b1 per lane
+    u[i + 1] = _mm512_maskz_unpackhi_ps(kAll16, r[i], r[i + 1]);  // a2 b2 a3 b3 per lane
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_maskz_shuffle_ps(kAll16, u[i], u[i + 2], 0x44);      // a0 b0 c0 d0
+    r[i + 1] = _mm512_maskz_shuffle_ps(kAll16, u[i], u[i + 2], 0xee);  // a1 b1 c1 d1
+    r[i + 2] = _mm512_maskz_shuffle_ps(kAll16, u[i + 1], u[i + 3], 0x44);
+    r[i + 3] = _mm512_maskz_shuffle_ps(kAll16, u[i + 1], u[i + 3], 0xee);
+  }
+  // r[4g + j]: 128-bit lane l holds dim 4l + j of keys 4g..4g+3. Then
+  // u[j] = lanes (0, 2) of r[j] and of r[4 + j]: dims j and 8 + j of keys
+  // 0-7; u[4 + j]: lanes (1, 3), dims 4 + j and 12 + j; u[8 + j] and
+  // u[12 + j] the same of keys 8-15.
+  for (int j = 0; j < 4; ++j) {
+    u[j] = _mm512_maskz_shuffle_f32x4(kAll16, r[j], r[4 + j], 0x88);
+    u[4 + j] = _mm512_maskz_shuffle_f32x4(kAll16, r[j], r[4 + j], 0xdd);
+    u[8 + j] = _mm512_maskz_shuffle_f32x4(kAll16, r[8 + j], r[12 + j], 0x88);
+    u[12 + j] = _mm512_maskz_shuffle_f32x4(kAll16, r[8 + j], r[12 + j], 0xdd);
+  }
+  // The same selection again gathers each dim's four 128-bit pieces, keys
+  // 0-15 in order.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 d0v = _mm512_maskz_shuffle_f32x4(kAll16, u[j], u[8 + j], 0x88);       // dim j
+    const __m512 d2v = _mm512_maskz_shuffle_f32x4(kAll16, u[j], u[8 + j], 0xdd);       // dim 8 + j
+    const __m512 d1v = _mm512_maskz_shuffle_f32x4(kAll16, u[4 + j], u[12 + j], 0x88);  // dim 4 + j
+    const __m512 d3v = _mm512_maskz_shuffle_f32x4(kAll16, u[4 + j], u[12 + j], 0xdd);  // dim 12 + j
+    _mm512_storeu_ps(kt + (d0 + j) * kWideTileKeys + t0, d0v);
+    _mm512_storeu_ps(kt + (d0 + 4 + j) * kWideTileKeys + t0, d1v);
+    _mm512_storeu_ps(kt + (d0 + 8 + j) * kWideTileKeys + t0, d2v);
+    _mm512_storeu_ps(kt + (d0 + 12 + j) * kWideTileKeys + t0, d3v);
+  }
+}
+
+template <class L>
+int keys_transposed(const typename L::T* const* k, int n, int D, float* kt) {
+  if (D % 16 != 0) return 0;
+  int t0 = 0;
+  for (; t0 + 16 <= n; t0 += 16)
+    for (int d0 = 0; d0 < D; d0 += 16) transpose16<L>(k, t0, d0, kt);
+  return t0;
+}
+
 // Lanes 0-7 or 8-15 (AVX-512F only: extractf32x8 is DQ's). This file's maskz forms
 // with full masks are the plain instructions (see F16 below).
 // (GCC 12's _mm512_castps512_ps256 is the unmasked extract, which warns.)
@@ -169,6 +220,16 @@ void wide_softmax_tile(float* p, int valid, float m_old, float* m_new, float* su
   *sum = hsum8(acc);
 }
 
+int wide_keys_transposed(const float* const* k, int n, int D, float* kt) {
+  return keys_transposed<F32>(k, n, D, kt);
+}
+int wide_keys_transposed_f16(const uint16_t* const* k, int n, int D, float* kt) {
+  return keys_transposed<F16>(k, n, D, kt);
+}
+int wide_keys_transposed_bf16(const uint16_t* const* k, int n, int D, float* kt) {
+  return keys_transposed<BF16>(k, n, D, kt);
+}
+
 void wide_tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
   int q = 0;
   for (; q + 6 <= nq; q += 6) scores<6>(qs + q * D, kt, s + q * kWideTileKeys, D);
@@ -193,6 +254,9 @@ void wide_pv_heads_bf16(float* acc, const float* p, const uint16_t* const* v, in
 
 bool attention_wide() { return false; }
 void wide_softmax_tile(float*, int, float, float*, float*) {}
+int wide_keys_transposed(const float* const*, int, int, float*) { return 0; }
+int wide_keys_transposed_f16(const uint16_t* const*, int, int, float*) { return 0; }
+int wide_keys_transposed_bf16(const uint16_t* const*, int, int, float*) { return 0; }
 void wide_tile_scores(const float*, const float*, float*, int, int) {}
 void wide_pv_heads(float*, const float*, const float* const*, int, int, int) {}
 void wide_pv_heads_f16(float*, const float*, const uint16_t* const*, int, int, int) {}

@@ -18,6 +18,14 @@ inline constexpr int kWideTileKeys = 32;  // attention.cpp's kKeys
 // True where these kernels are compiled in (GCC) and the chosen ISA is avx512.
 bool attention_wide();
 
+// kt[d][t] = k[t][d] for the first keys t < n in whole groups of 16, d < D
+// (D % 16 == 0): kt rows 32 apart, keys in f32, f16 or bf16 (widened
+// exactly). Returns how many keys it laid out (n rounded down to 16; 0 where
+// D % 16 != 0); attention.cpp's gather_keys_transposed does the rest.
+int wide_keys_transposed(const float* const* k, int n, int D, float* kt);
+int wide_keys_transposed_f16(const uint16_t* const* k, int n, int D, float* kt);
+int wide_keys_transposed_bf16(const uint16_t* const* k, int n, int D, float* kt);
+
 // s[qi][t] = qs[qi] · kt[:, t] for t < 32: qs rows D apart, kt (D, 32), s rows 32 apart.
 void wide_tile_scores(const float* qs, const float* kt, float* s, int nq, int D);
 

@@ -1,0 +1,51 @@
+"""The scripts that compare builds: scripts/bench_builds.py (several binaries
+rotated round by round) and scripts/bench_vs_llamacpp.py --no-peer (a build
+against the one before it, without llama.cpp). One short round each on the
+default model: the tables come out with one row per binary or test, the
+ratios are paired, and a test bench-forward does not print is a clear error."""
+import re
+import subprocess
+import sys
+
+
+def run(repo_root, args):
+    return subprocess.run([sys.executable] + args, cwd=repo_root, capture_output=True, text=True, timeout=300)
+
+
+def test_bench_builds_rotates_binaries_and_pairs_ratios(repo_root, engine_path, model_path):
+    # The same binary twice: the first's own ratio is 1 by construction,
+    # the second's is a real paired ratio of two runs.
+    r = run(repo_root, ["scripts/bench_builds.py", str(engine_path), str(engine_path), "--rounds", "2",
+                        "--test", "prefill 16", "--", "-m", str(model_path), "--prompt-lens", "16",
+                        "--decode-tokens", "2"])
+    assert r.returncode == 0, r.stderr
+    rows = [l for l in r.stdout.splitlines() if l.startswith(f"| {engine_path} |")]
+    assert len(rows) == 2, r.stdout
+    cells = [c.strip() for c in rows[0].split("|")[1:-1]]
+    assert cells[2:5] == ["1.000", "1.000", "1.000"] and cells[5] == "1.000 1.000"
+    second = [float(x) for x in rows[1].split("|")[-2].split()]
+    assert len(second) == 2 and all(0.2 < x < 5 for x in second)
+
+
+def test_bench_builds_names_a_missing_test(repo_root, engine_path, model_path):
+    r = run(repo_root, ["scripts/bench_builds.py", str(engine_path), str(engine_path), "--rounds", "1",
+                        "--test", "prefill 999", "--", "-m", str(model_path), "--prompt-lens", "16",
+                        "--decode-tokens", "2"])
+    assert r.returncode != 0 and "no 'prefill 999' row" in r.stderr
+
+
+def test_bench_vs_llamacpp_without_the_peer(repo_root, engine_path):
+    # Q4_1 is the shipped file, so no setup_bench.sh is needed here.
+    r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--rounds", "2", "--types", "Q4_1",
+                        "--threads", "1", "--act-quant", "before:q8,q8", "--agentkv-before", str(engine_path),
+                        "--agentkv", str(engine_path), "--prompt-lens", "16", "--decode-ctx", "32",
+                        "--decode-tokens", "4"])
+    assert r.returncode == 0, r.stderr
+    assert "llama.cpp" not in r.stdout.split("Paired by round")[0], r.stdout
+    assert re.search(r"^\| Q4_1 \| prefill 16 \| 1 \| [\d.]+ \| [\d.]+ \|$", r.stdout, re.M), r.stdout
+    assert re.search(r"^\| Q4_1 \| decode @32 \(4 tokens\) \| 1 \| q8 / before:q8 \|", r.stdout, re.M), r.stdout
+
+
+def test_bench_vs_llamacpp_no_peer_refuses_a_plot(repo_root):
+    r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--plot", "/tmp/x.png"])
+    assert r.returncode != 0 and "--plot" in r.stderr
