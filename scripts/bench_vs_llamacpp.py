@@ -118,6 +118,8 @@ def main():
                     help="run agentkv's modes only, without llama-bench (compare builds or modes)")
     ap.add_argument("--plot", help="write a PNG bar chart of the ratios here")
     a = ap.parse_args()
+    if a.no_peer and a.plot:
+        sys.exit("--plot draws the ratios to llama.cpp: not with --no-peer")
 
     models = {t: os.path.join(ROOT, "models", f"SmolLM2-135M-Instruct.{t}.gguf") for t in a.types.split(",")}
     for t, m in models.items():
@@ -128,8 +130,6 @@ def main():
         parse_mode(q)
         if q.startswith("before:") and not (a.agentkv_before and os.path.exists(a.agentkv_before)):
             sys.exit(f"--act-quant {q}: give the older binary with --agentkv-before PATH")
-    if a.no_peer and a.plot:
-        sys.exit("--plot draws the ratios to llama.cpp: not with --no-peer")
     engines = [(f"agentkv {q}", lambda a, m, q=q: ours(a, m, q)) for q in modes]
     if not a.no_peer:
         engines.append(("llama.cpp", peer))

@@ -37,15 +37,16 @@ struct Shape {
   KvDType dtype;
   float k_range = 2.0f;  // keys in [-k_range, k_range]
   bool colsum = false;   // also RelayCaching's column sums, appended to the output
+  int32_t block_size = 16;  // 7 and 1024: tiles and chunks start mid-block, or in one block
 };
 
-// One sequence of kv_len keys (blocks of 16 at shuffled ids) and query rows at rows_pos.
+// One sequence of kv_len keys (blocks of s.block_size at shuffled ids) and query rows at rows_pos.
 std::vector<float> run(const Shape& s, int threads, const std::vector<int32_t>& rows_pos, int32_t kv_len,
                        const char* isa) {
   EXPECT_TRUE(backend_cpu_select_isa(isa).is_ok()) << isa;
   auto be = backend_cpu_init({.n_threads = threads});
   std::mt19937 rng(7);
-  const int32_t D = s.head_dim, width = s.kv_heads * D, bs = 16;
+  const int32_t D = s.head_dim, width = s.kv_heads * D, bs = s.block_size;
   const int32_t nb = (kv_len + bs - 1) / bs;
   const int64_t stride = int64_t(bs) * width;
   const auto k = random_vec(rng, size_t(stride) * nb, -s.k_range, s.k_range),
@@ -99,16 +100,19 @@ TEST(AttentionIsa, EveryIsaGivesTheBitsOfTheAvx2Kernels) {
   std::iota(prefill.begin(), prefill.end(), 0);
   const std::vector<int32_t> past_a_chunk = {0, 31, 32, 600, 1023, 1199};
   int compared = 0;
-  for (const Shape s : {Shape{9, 3, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32},
-                        Shape{9, 3, 64, KvDType::kBF16}, Shape{4, 4, 96, KvDType::kF16},
-                        Shape{6, 1, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32, 60.0f, true}}) {
+  for (const Shape s :
+       {Shape{9, 3, 64, KvDType::kF16}, Shape{9, 3, 64, KvDType::kF32}, Shape{9, 3, 64, KvDType::kBF16},
+        Shape{4, 4, 96, KvDType::kF16}, Shape{6, 1, 64, KvDType::kF16},
+        Shape{9, 3, 64, KvDType::kF32, 60.0f, true}, Shape{9, 3, 64, KvDType::kF16, 2.0f, false, 7},
+        Shape{9, 3, 64, KvDType::kBF16, 2.0f, false, 1024}}) {
     for (int threads : {1, 2}) {
       for (const auto& [rows, kv_len] : {std::pair{prefill, 77}, std::pair{past_a_chunk, 1200}}) {
         const auto want = run(s, threads, rows, kv_len, "avx2");
         for (const char* isa : {"avxvnni", "avx512"}) {
           if (!backend_cpu_select_isa(isa).is_ok()) continue;
-          SCOPED_TRACE(::testing::Message() << isa << " D=" << s.head_dim << " dtype=" << int(s.dtype)
-                                            << " threads=" << threads << " kv_len=" << kv_len);
+          SCOPED_TRACE(::testing::Message()
+                       << isa << " D=" << s.head_dim << " dtype=" << int(s.dtype) << " bs=" << s.block_size
+                       << " threads=" << threads << " kv_len=" << kv_len);
           const auto got = run(s, threads, rows, kv_len, isa);
           EXPECT_EQ(bits(got), bits(want));  // bit for bit: -0 and NaN payloads too
           ++compared;

@@ -28,14 +28,21 @@ def test_bench_builds_rotates_binaries_and_pairs_ratios(repo_root, engine_path, 
 
 
 def test_bench_builds_names_a_missing_test(repo_root, engine_path, model_path):
+    # 'prefill 1' is not 'prefill 16': rows match by their whole name.
     r = run(repo_root, ["scripts/bench_builds.py", str(engine_path), str(engine_path), "--rounds", "1",
-                        "--test", "prefill 999", "--", "-m", str(model_path), "--prompt-lens", "16",
+                        "--test", "prefill 1", "--", "-m", str(model_path), "--prompt-lens", "16",
                         "--decode-tokens", "2"])
-    assert r.returncode != 0 and "no 'prefill 999' row" in r.stderr
+    assert r.returncode != 0 and "no 'prefill 1' row" in r.stderr
 
 
-def test_bench_vs_llamacpp_without_the_peer(repo_root, engine_path):
-    # Q4_1 is the shipped file, so no setup_bench.sh is needed here.
+def test_bench_builds_refuses_bad_rounds_and_thread_lists(repo_root, engine_path):
+    for args, says in ((["--rounds", "0"], "--rounds"), (["--threads", "1,2"], "one thread count")):
+        r = run(repo_root, ["scripts/bench_builds.py", str(engine_path), str(engine_path)] + args)
+        assert r.returncode != 0 and says in r.stderr, (args, r.stderr)
+
+
+def test_bench_vs_llamacpp_without_the_peer(repo_root, engine_path, model_path):
+    # Q4_1 is the shipped file (model_path), so no setup_bench.sh is needed here.
     r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--rounds", "2", "--types", "Q4_1",
                         "--threads", "1", "--act-quant", "before:q8,q8", "--agentkv-before", str(engine_path),
                         "--agentkv", str(engine_path), "--prompt-lens", "16", "--decode-ctx", "32",

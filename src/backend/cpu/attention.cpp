@@ -637,8 +637,9 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       const int64_t on = int64_t(blocks[j / bs]) * kv.block_stride + int64_t(s0) * width + pf_off;
       const char* kn = static_cast<const char*>(cpu::kv_elem(kv.k, kv.dtype, on));
       const char* vn = static_cast<const char*>(cpu::kv_elem(kv.v, kv.dtype, on));
-      for (int u = 0; u < n; ++u, kn += step, vn += step)
-        for (int64_t b = 0; b < pf_bytes; b += 64) {
+      // (Offsets from the run's first row: no pointer is formed past its last.)
+      for (int u = 0; u < n; ++u)
+        for (int64_t b = u * step; b < u * step + pf_bytes; b += 64) {
           _mm_prefetch(kn + b, _MM_HINT_T0);
           _mm_prefetch(vn + b, _MM_HINT_T0);
         }
