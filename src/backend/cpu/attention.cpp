@@ -172,6 +172,24 @@ void gather_keys_transposed(const typename L::T* const* k, int n, int D, float* 
     for (int d = 0; d < D; ++d) kt[d * kKeys + t] = 0.0f;
 }
 
+// gather_keys_transposed with its whole groups of 16 keys on 512-bit vectors
+// where the chosen ISA has them (attention_wide.h: values only move, so the
+// same kt), as pv_heads_any does for P·V.
+template <class L>
+void keys_transposed_any(bool wide, const typename L::T* const* k, int n, int D, float* kt) {
+  int from = 0;
+  if (wide) {
+    if constexpr (std::is_same_v<L, LoadF32>) {
+      from = cpu::wide_keys_transposed(k, n, D, kt);
+    } else if constexpr (std::is_same_v<L, LoadF16>) {
+      from = cpu::wide_keys_transposed_f16(k, n, D, kt);
+    } else {
+      from = cpu::wide_keys_transposed_bf16(k, n, D, kt);
+    }
+  }
+  gather_keys_transposed<L>(k, n, D, kt, from);
+}
+
 // s[qi][t] = qs[qi] · kt[:, t] for t < kKeys.
 void tile_scores(const float* qs, const float* kt, float* s, int nq, int D) {
   int qi = 0;
@@ -692,14 +710,11 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       }
     }
     if (!in_place) {
-      const int from = wide ? cpu::wide_keys_transposed(sc.kp.data(), tn, D, sc.kt.data()) : 0;
-      gather_keys_transposed(sc.kp.data(), tn, D, sc.kt.data(), from);
+      keys_transposed_any<LoadF32>(wide, sc.kp.data(), tn, D, sc.kt.data());
     } else if (bf16) {
-      const int from = wide ? cpu::wide_keys_transposed_bf16(sc.k16.data(), tn, D, sc.kt.data()) : 0;
-      gather_keys_transposed<LoadBF16>(sc.k16.data(), tn, D, sc.kt.data(), from);
+      keys_transposed_any<LoadBF16>(wide, sc.k16.data(), tn, D, sc.kt.data());
     } else {
-      const int from = wide ? cpu::wide_keys_transposed_f16(sc.k16.data(), tn, D, sc.kt.data()) : 0;
-      gather_keys_transposed<LoadF16>(sc.k16.data(), tn, D, sc.kt.data(), from);
+      keys_transposed_any<LoadF16>(wide, sc.k16.data(), tn, D, sc.kt.data());
     }
     if (wide) {
       cpu::wide_tile_scores(sc.qs.data(), sc.kt.data(), sc.s.data(), nq, D);
