@@ -8,8 +8,9 @@
 // rows in one key chunk and past it, and 1 and 2 threads. Keys up to ±60 in
 // one case put scores hundreds below their row's max, so the softmax's exp
 // takes its flush-to-zero branch; that case also compares the column sums
-// (AttentionPlan::colsum), which read the probabilities as stored. On a CPU without AVX-512 every ISA takes
-// the AVX2 kernels and the check still runs (it then compares equal code).
+// (AttentionPlan::colsum), which read the probabilities as stored. avxvnni
+// takes the AVX2 kernels (equal code, still compared); amx and amx-emulated
+// take the 512-bit ones.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "format/fp16.h"
@@ -92,10 +95,24 @@ std::vector<uint32_t> bits(const std::vector<float>& v) {
   return b;
 }
 
-TEST(AttentionIsa, EveryIsaGivesTheBitsOfTheAvx2Kernels) {
+// One case per ISA other than avx2 that this CPU runs, each against avx2's
+// bits. A CPU with AVX2 alone has nothing to compare, so the suite is not
+// instantiated there (rather than skipped, or run comparing nothing).
+std::vector<std::string> isas_beside_avx2() {
   IsaRestore restore;
-  if (!backend_cpu_select_isa("avx2").is_ok())
-    GTEST_SKIP() << "no AVX2: attention has only its scalar loops here";
+  std::vector<std::string> out;
+  if (!backend_cpu_select_isa("avx2").is_ok()) return out;
+  for (const char* isa : {"avxvnni", "avx512", "amx-emulated", "amx"})
+    if (backend_cpu_select_isa(isa).is_ok()) out.push_back(isa);
+  return out;
+}
+
+class AttentionIsaTest : public ::testing::TestWithParam<std::string> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(AttentionIsaTest);
+
+TEST_P(AttentionIsaTest, GivesTheBitsOfTheAvx2Kernels) {
+  IsaRestore restore;
+  const std::string isa = GetParam();
   std::vector<int32_t> prefill(77);
   std::iota(prefill.begin(), prefill.end(), 0);
   const std::vector<int32_t> past_a_chunk = {0, 31, 32, 600, 1023, 1199};
@@ -108,20 +125,23 @@ TEST(AttentionIsa, EveryIsaGivesTheBitsOfTheAvx2Kernels) {
     for (int threads : {1, 2}) {
       for (const auto& [rows, kv_len] : {std::pair{prefill, 77}, std::pair{past_a_chunk, 1200}}) {
         const auto want = run(s, threads, rows, kv_len, "avx2");
-        for (const char* isa : {"avxvnni", "avx512"}) {
-          if (!backend_cpu_select_isa(isa).is_ok()) continue;
-          SCOPED_TRACE(::testing::Message()
-                       << isa << " D=" << s.head_dim << " dtype=" << int(s.dtype) << " bs=" << s.block_size
-                       << " threads=" << threads << " kv_len=" << kv_len);
-          const auto got = run(s, threads, rows, kv_len, isa);
-          EXPECT_EQ(bits(got), bits(want));  // bit for bit: -0 and NaN payloads too
-          ++compared;
-        }
+        SCOPED_TRACE(::testing::Message() << isa << " D=" << s.head_dim << " dtype=" << int(s.dtype)
+                                          << " bs=" << s.block_size << " threads=" << threads
+                                          << " kv_len=" << kv_len);
+        const auto got = run(s, threads, rows, kv_len, isa.c_str());
+        EXPECT_EQ(bits(got), bits(want));  // bit for bit: -0 and NaN payloads too
+        ++compared;
       }
     }
   }
-  std::printf("compared %d (shape, threads, rows, isa) runs against avx2\n", compared);
+  EXPECT_EQ(compared, 8 * 2 * 2);
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, AttentionIsaTest, ::testing::ValuesIn(isas_beside_avx2()), [](const auto& info) {
+  std::string name = info.param;  // amx-emulated -> amx_emulated (gtest names)
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
 }  // namespace
 }  // namespace agentkv
