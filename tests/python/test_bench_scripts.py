@@ -56,3 +56,15 @@ def test_bench_vs_llamacpp_without_the_peer(repo_root, engine_path, model_path):
 def test_bench_vs_llamacpp_no_peer_refuses_a_plot(repo_root):
     r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--plot", "/tmp/x.png"])
     assert r.returncode != 0 and "--plot" in r.stderr
+
+
+def test_bench_vs_llamacpp_takes_model_files(repo_root, engine_path, model_path):
+    # --models: any file, labelled by its name (the real models of issue 55).
+    r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--rounds", "1", "--models", str(model_path),
+                        "--threads", "1", "--act-quant", "q8", "--agentkv", str(engine_path),
+                        "--prompt-lens", "16", "--decode-ctx", "32", "--decode-tokens", "4"])
+    assert r.returncode == 0, r.stderr
+    label = model_path.name.removesuffix(".gguf")
+    assert re.search(rf"^\| {re.escape(label)} \| prefill 16 \| 1 \| [\d.]+ \|$", r.stdout, re.M), r.stdout
+    r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--models", "/nonexistent/x.gguf"])
+    assert r.returncode != 0 and "/nonexistent/x.gguf missing" in r.stderr, r.stderr
