@@ -80,8 +80,17 @@ EOF
   # CPU only, -march=native (llama.cpp's best here; agentkv's one build picks
   # its kernels at run time), no BLAS (llama.cpp's
   # default), no curl (nothing is downloaded at run time).
+  # On a CPU with AMX, -march=native would also turn on ggml's AMX code; the
+  # benchmark protocol builds the peer without it, as its AVX-512 build.
+  nat_flags=()
+  if grep -qw amx_tile /proc/cpuinfo; then
+    nat_flags=(-DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+      -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
+    say "AMX CPU: building llama.cpp with -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  fi
   say "configuring llama.cpp in $LLAMA_DIR/build"
   cmake -S "$LLAMA_DIR/src" -B "$LLAMA_DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_BLAS=OFF \
+    "${nat_flags[@]}" \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON \
     >"$LLAMA_DIR/configure.log" 2>&1 || { tail -30 "$LLAMA_DIR/configure.log"; exit 1; }
   say "building ${TARGETS[*]} (-j${CMAKE_BUILD_PARALLEL_LEVEL:-2}, about 8 minutes on 2 cores; log: $LLAMA_DIR/build.log)"
