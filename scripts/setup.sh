@@ -22,8 +22,8 @@ MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 PY_PKGS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 openai==3.54.0 pytest==9.2.0 jinja2==3.1.6 jsonschema==4.25.1
   openai-agents==0.24.0 msgspec==0.22.0 pyzmq==27.3.0)
 
-say() { echo "[setup] $*"; }
 t0=$SECONDS
+say() { echo "[setup +$((SECONDS - t0))s] $*"; }
 # ccache keyed on paths relative to the checkout (see scripts/test.sh).
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 
@@ -74,8 +74,8 @@ fi
 # xgrammar's C++ core (constrained decoding), from its PyPI sdist, outside
 # the repository; a no-op once built.
 scripts/setup_xgrammar.sh
-# vLLM's KV event classes (one file of its wheel), to decode agentkv's events in the tests.
-scripts/setup_vllm_events.sh
+# vLLM's KV event classes, which only the tests read, are fetched by
+# scripts/test.sh (scripts/setup_vllm_events.sh), not before the demo.
 
 if [ -z "${SKIP_BUILD:-}" ]; then
   if [ ! -f build/CMakeCache.txt ]; then

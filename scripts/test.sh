@@ -95,6 +95,9 @@ done_stage "exactness on ${isas[*]:-no SIMD ISA}${others[*]:+ (others: ${others[
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "python reference checks"
+  # vLLM's KV event classes, which only test_kv_events.py reads: fetched
+  # here, not by scripts/setup.sh before the demo (a no-op once cached).
+  scripts/setup_vllm_events.sh
   .venv/bin/python -m pytest -q tests/python
   done_stage "python checks"
 fi
