@@ -101,6 +101,33 @@ def cpu_model():
     return platform.processor()
 
 
+def plot(ratios, modes, title, path):
+    """A bar chart of the ratios: ratios is [(label, [ratio per mode])]."""
+    import textwrap
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(0.9 * len(ratios) + 2, 4.4))
+    width = 0.8 / len(modes)
+    for i, q in enumerate(modes):
+        ax.bar([x + (i - (len(modes) - 1) / 2) * width for x in range(len(ratios))], [r[i] for _, r in ratios],
+               width=width, label=f"--act-quant {q}")
+    ax.legend(fontsize=8)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(ratios)))
+    # A long file name is wrapped, so that neighbouring labels do not overlap.
+    labels = []
+    for label, _ in ratios:
+        name, *rest = label.split("\n")
+        labels.append("\n".join(textwrap.wrap(name, 12) + rest))
+    ax.set_xticklabels(labels, fontsize=6)
+    ax.set_ylabel("agentkv / llama.cpp tok/s (median)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--types", default="Q4_1", help="comma-separated: models/SmolLM2-135M-Instruct.<TYPE>.gguf each")
@@ -195,24 +222,9 @@ def main():
         print("\n".join(paired))
 
     if a.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(0.9 * len(ratios) + 2, 4))
-        width = 0.8 / len(modes)
-        for i, q in enumerate(modes):
-            ax.bar([x + (i - (len(modes) - 1) / 2) * width for x in range(len(ratios))], [r[i] for _, r in ratios],
-                   width=width, label=f"--act-quant {q}")
-        ax.legend(fontsize=8)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(range(len(ratios)))
-        ax.set_xticklabels([l for l, _ in ratios], fontsize=7)
-        ax.set_ylabel("agentkv / llama.cpp tok/s (median)")
-        ax.set_title(f"{'SmolLM2-135M' if not a.models else 'agentkv / llama.cpp'}, {cpu_model()} "
-                     f"({os.cpu_count()} cores), KV {a.kv_dtype}", fontsize=9)
-        fig.tight_layout()
-        os.makedirs(os.path.dirname(os.path.abspath(a.plot)), exist_ok=True)
-        fig.savefig(a.plot, dpi=100)
+        title = (f"{'SmolLM2-135M' if not a.models else 'agentkv / llama.cpp'}, {cpu_model()} "
+                 f"({os.cpu_count()} cores), KV {a.kv_dtype}")
+        plot(ratios, modes, title, a.plot)
         print(f"\nplot: {a.plot}")
     return 0
 
