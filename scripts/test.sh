@@ -59,7 +59,7 @@ done_stage "release ctest"
 # (scalar aside: too slow for them, and the backend tests and
 # tests/python/test_isa.py check its bits), so that a request equals its
 # run alone on every kernel. An ISA counts as present when `--isa` takes it.
-# auto never takes amx (opt-in until it has run on AMX hardware) nor
+# auto never takes amx (opt-in: no faster than avx512 where measured) nor
 # amx-emulated (the AMX kernel on software tiles, any AVX-512 CPU): both
 # run here where the CPU has them.
 stage "release: exactness tests on each other q8 ISA"

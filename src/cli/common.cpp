@@ -99,7 +99,8 @@ void add_act_quant_option(CLI::App* cmd, std::string* act_quant) {
            if (!st.is_ok()) throw CLI::ValidationError(st.message());
          },
          "instruction set of the q8 kernels (and, at avx512 and amx, of attention's inner products): auto "
-         "(the best this CPU runs, amx aside until it has run on AMX hardware), scalar, avx2, avxvnni, avx512, "
+         "(the best this CPU runs, amx aside: same bits, but no faster than avx512 where measured), scalar, avx2, "
+         "avxvnni, avx512, "
          "amx (AMX-INT8 tiles in prefill), amx-emulated (amx's kernel on software tiles, for tests); all give "
          "the same bits (default: auto)")
       ->type_name("ISA");

@@ -202,9 +202,10 @@ bool cpu_has(Q8Isa isa) {
 constexpr Q8Isa kAll[] = {Q8Isa::kScalar, Q8Isa::kAvx2,        Q8Isa::kAvxVnni,
                           Q8Isa::kAvx512, Q8Isa::kAmxEmulated, Q8Isa::kAmx};
 
-// auto's choice. Not amx (opt-in, --isa amx, until its tile instructions
-// have run on AMX hardware: they were written on a CPU without AMX), nor the
-// emulation (for tests). So auto never asks the OS for the tile state.
+// auto's choice. Not amx (opt-in, --isa amx): on AMX hardware it gives the
+// same bits but its prefill measured 0.88-1.01x of avx512's (2026-12-01,
+// docs/benchmarks.md, "AMX-INT8 on AMX hardware"), nor the emulation (for
+// tests). So auto never asks the OS for the tile state.
 Q8Isa best() {
   Q8Isa b = Q8Isa::kScalar;
   for (Q8Isa i : kAll) {

@@ -54,7 +54,7 @@ bool q8_supports(uint32_t type);
 // computes the same bits (exact integer block sums, one float order).
 // kAmx: AVX512-VNNI with full tiles of 16 rows on AMX-INT8, for every type
 // (q6_K, whose halves have their own scales, as two products of K = 16 per
-// block; opt-in: auto does not take it until it has run on AMX hardware). kAmxEmulated: the same
+// block; opt-in: auto does not take it, no faster than kAvx512 where measured). kAmxEmulated: the same
 // kernel with the tile instructions emulated in software (slow; for tests of
 // that kernel on CPUs without AMX; auto never takes it).
 enum class Q8Isa { kScalar, kAvx2, kAvxVnni, kAvx512, kAmxEmulated, kAmx };
