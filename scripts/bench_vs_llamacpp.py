@@ -154,14 +154,13 @@ def main():
 
     if a.models:
         models = {os.path.basename(m).removesuffix(".gguf"): os.path.abspath(m) for m in a.models.split(",")}
-        for m in models.values():
-            if not os.path.exists(m):
-                sys.exit(f"{m} missing (scripts/get_model.sh --list names the models it installs)")
+        hint = " (scripts/get_model.sh --list names the models it installs)"
     else:
         models = {t: os.path.join(ROOT, "models", f"SmolLM2-135M-Instruct.{t}.gguf") for t in a.types.split(",")}
-        for m in models.values():
-            if not os.path.exists(m):
-                sys.exit(f"{m} missing: scripts/setup_bench.sh makes the Q4_0, Q8_0, Q4_K_M and Q5_K_M files")
+        hint = ": scripts/setup_bench.sh makes the Q4_0, Q8_0, Q4_K_M and Q5_K_M files"
+    for m in models.values():
+        if not os.path.exists(m):
+            sys.exit(f"{m} missing{hint}")
     modes = a.act_quant.split(",")
     for q in modes:
         parse_mode(q)
