@@ -10,7 +10,7 @@
 #include "model/model_spec.h"
 #include "server/serve_config.h"
 #include "sharing/scheme.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_renderer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace agentkv::cli {
@@ -30,17 +30,13 @@ struct GenerateArgs {
 
 Result<std::vector<int32_t>> build_prompt(const Tokenizer& tok, const GenerateArgs& a) {
   if (!a.chat.empty()) {
-    ChatTemplateKind kind;
-    if (!a.chat_template.empty()) {
-      AKV_ASSIGN_OR_RETURN(kind, chat_template_from_name(a.chat_template));
-    } else {
-      AKV_ASSIGN_OR_RETURN(kind, chat_template_detect(tok.vocab().chat_template));
-    }
+    AKV_ASSIGN_OR_RETURN(ChatRenderer chat, ChatRenderer::create(tok, a.chat_template));
+    std::fprintf(stderr, "agentkv: chat template: %s\n", chat.description().c_str());
     std::vector<ChatMessage> msgs;
     if (!a.system.empty()) msgs.push_back({"system", a.system});
     msgs.push_back({"user", a.chat});
-    std::string text = chat_template_apply(kind, msgs, /*add_generation_prompt=*/true);
-    return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+    AKV_ASSIGN_OR_RETURN(MarkedText text, chat.render(msgs, /*add_generation_prompt=*/true));
+    return chat.tokenize(tok, text);
   }
   return tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/false);
 }
@@ -110,7 +106,8 @@ void register_generate(CLI::App& app) {
   cmd->add_option("-p,--prompt", a->prompt, "raw prompt text (no chat template)");
   cmd->add_option("--chat", a->chat, "a user message, formatted with the model's chat template");
   cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_option("--chat-template", a->chat_template, "chatml, llama3 or mistral (default: from the model file)");
+  cmd->add_option("--chat-template", a->chat_template, "the model file's own Jinja template by default (a built-in chatml when it has none); chatml, "
+                  "llama3 or mistral for a built-in; or the path of a .jinja file");
   cmd->add_option("-n,--max-tokens", a->gen.max_tokens, "tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));

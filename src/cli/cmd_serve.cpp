@@ -471,6 +471,7 @@ Status serve(ServeArgs& a, CLI::App* cmd) {
     http.shutdown();
     return st;
   }
+  std::fprintf(stderr, "agentkv: %s\n", http.chat_summary().c_str());
   announce(a, *engine, port);
   while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   drain_and_exit(a, http, *engine, events.get(), model_id);

@@ -14,6 +14,7 @@ void register_all(CLI::App& app) {
   register_serve(app);
   register_logits(app);
   register_tokenize(app);
+  register_chat_template(app);
   register_bench_forward(app);
   register_bench_agents(app);
   register_bench_fidelity(app);

@@ -15,6 +15,7 @@ void register_bench_forward(CLI::App& app);
 void register_synth_model(CLI::App& app);
 void register_synth_adapter(CLI::App& app);  // synth-adapter and adapter-info
 void register_tokenize(CLI::App& app);
+void register_chat_template(CLI::App& app);
 void register_logits(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_bench_agents(CLI::App& app);

@@ -14,7 +14,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/tool_format.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_renderer.h"
 
 namespace httplib {
 struct Request;
@@ -29,8 +29,9 @@ struct CompletionEnv {
   ServerMetrics* metrics = nullptr;
   std::string model_name;  // the base's served name; adapters are looked up in the engine
   RequestLimits limits;
-  std::optional<ChatTemplateKind> chat_kind;  // absent: chat requests fail with chat_kind_error
-  std::string chat_kind_error;
+  const ChatRenderer* chat = nullptr;  // null: chat requests fail with chat_error
+  std::string chat_error;
+  bool template_tools = false;  // the template renders tools, calls and results (else agentkv's wording)
   ToolFormat tool_format = ToolFormat::kHermes;  // how tools and calls are written (tool_format.h)
   GrammarCache* grammars = nullptr;  // null: constrained requests fail with grammars_error
   std::string grammars_error;

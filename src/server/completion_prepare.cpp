@@ -31,11 +31,16 @@ std::optional<ApiError> read_chat(const CompletionEnv& env, const std::string& b
   ApiResult<ChatRequest> parsed = parse_chat_request(body, env.limits);
   if (!parsed.ok()) return parsed.error();
   ChatRequest& c = parsed.value();
-  if (!env.chat_kind) return bad_request("messages", env.chat_kind_error);
-  // Tools, calls and results in the server's tool format; OpenAI's
-  // "developer" role is the newer name of "system".
-  const std::vector<agentkv::ChatMessage> msgs =
-      render_tool_conversation(env.tool_format, c.messages, c.guided.tools);
+  if (!env.chat) return bad_request("messages", env.chat_error);
+  // Tools, calls and results as the template renders them, or in agentkv's
+  // wording of the server's tool format for a template without tools.
+  Result<MarkedText> text =
+      env.template_tools
+          ? env.chat->render(template_messages_json(c.messages), template_tools_json(c.guided.tools),
+                             /*add_generation_prompt=*/true)
+          : env.chat->render(render_tool_conversation(env.tool_format, c.messages, c.guided.tools),
+                             /*add_generation_prompt=*/true);
+  if (!text.is_ok()) return bad_request("messages", text.status().message());
   d->guided = std::move(c.guided);
   GuidedFields& guided = d->guided;
   if (!guided.grammar && guided.tool_choice != ToolChoice::kNone) {
@@ -49,8 +54,8 @@ std::optional<ApiError> read_chat(const CompletionEnv& env, const std::string& b
     d->p.tool_choice = guided.tool_choice;
     d->p.tool_format = env.tool_format;
   }
-  const std::string text = chat_template_apply(*env.chat_kind, msgs, /*add_generation_prompt=*/true);
-  d->prompts.push_back(tok.encode(text, /*add_special=*/true, /*parse_special=*/true));
+  // Control-token text in what the request wrote stays plain text.
+  d->prompts.push_back(env.chat->tokenize(tok, *text));
   d->p.echo_texts.emplace_back();
   d->p.want_logprobs = c.logprobs;
   d->base.sampling.n_logprobs = c.logprobs ? c.top_logprobs : 0;

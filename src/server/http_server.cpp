@@ -136,25 +136,29 @@ Status HttpServer::attach(ServingEngine& engine) {
   limits_ = cfg_.limits;
   limits_.max_tokens = engine.max_model_len();
   limits_.vocab_size = engine.vocab_size();
-  chat_kind_.reset();
-  if (!cfg_.chat_template.empty()) {
-    AKV_ASSIGN_OR_RETURN(ChatTemplateKind k, chat_template_from_name(cfg_.chat_template));
-    chat_kind_ = k;
+  chat_.reset();
+  chat_error_.clear();
+  const std::string& model_template = engine.tokenizer().vocab().chat_template;
+  Result<ChatRenderer> chat = ChatRenderer::create(engine.tokenizer(), cfg_.chat_template);
+  if (chat.is_ok()) {
+    chat_.emplace(std::move(chat).value());
+  } else if (!cfg_.chat_template.empty()) {
+    return chat.status();
   } else {
-    Result<ChatTemplateKind> k = chat_template_detect(engine.tokenizer().vocab().chat_template);
-    if (k.is_ok()) {
-      chat_kind_ = *k;
-    } else {
-      chat_kind_error_ = "this model has no chat template the server knows (" + k.status().message() +
-                         "); start the server with --chat-template chatml|llama3|mistral";
-    }
+    chat_error_ = "the model's chat template cannot be used (" + chat.status().message() +
+                  "); start the server with --chat-template chatml|llama3|mistral or a .jinja file";
   }
   tool_format_ = ToolFormat::kHermes;
   if (!cfg_.tool_format.empty()) {
     AKV_ASSIGN_OR_RETURN(tool_format_, tool_format_from_name(cfg_.tool_format));
-  } else if (chat_kind_) {
-    tool_format_ = tool_format_detect(engine.tokenizer().vocab().chat_template, *chat_kind_);
+  } else if (chat_ && chat_->family()) {
+    tool_format_ = tool_format_detect(chat_->source().empty() ? model_template : chat_->source(), *chat_->family());
   }
+  template_tools_ = chat_ && chat_->renders_tools() && tool_format_taught_by(chat_->source(), tool_format_);
+  chat_summary_ = chat_ ? "chat template: " + chat_->description() : "chat template: none (" + chat_error_ + ")";
+  chat_summary_ += std::string("; tools: ") +
+                   (template_tools_ ? "rendered by the template" : "rendered in agentkv's wording") +
+                   ", calls in the " + tool_format_name(tool_format_) + " format";
   Result<std::unique_ptr<GrammarCache>> g = GrammarCache::create(engine.tokenizer(), engine.vocab_size());
   if (g.is_ok()) {
     grammars_ = std::move(g).value();
@@ -381,10 +385,11 @@ void HttpServer::handle_completions(const httplib::Request& req, httplib::Respon
   env.metrics = &metrics_;
   env.model_name = cfg_.model_name;
   env.limits = limits_;
-  env.chat_kind = chat_kind_;
+  env.chat = chat_ ? &*chat_ : nullptr;
+  env.template_tools = template_tools_;
   env.grammars = grammars_.get();
   env.grammars_error = grammars_error_;
-  env.chat_kind_error = chat_kind_error_;
+  env.chat_error = chat_error_;
   env.tool_format = tool_format_;
   env.tenant = std::move(tenant);
   env.session_header = req.get_header_value("X-Session-ID");

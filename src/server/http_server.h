@@ -37,7 +37,7 @@
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/tool_format.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_renderer.h"
 #include "util/status.h"
 
 namespace httplib {
@@ -53,7 +53,7 @@ struct ServerConfig {
   int port = 8000;                              // 0: an ephemeral port (see HttpServer::port())
   std::string model_name = "agentkv";           // the base model's name (adapters go by their own)
   std::map<std::string, std::string> api_keys;  // bearer key -> tenant; empty: no auth, tenant ""
-  std::string chat_template;                    // chatml | llama3 | mistral; empty: from the model file
+  std::string chat_template;                    // chatml | llama3 | mistral | a .jinja path; empty: the model file's
   std::string tool_format;                      // hermes | llama3 | mistral; empty: from the model file
   double shutdown_timeout_s = 30;               // how long shutdown() lets running requests finish
   RequestLimits limits;                         // max_tokens and vocab_size are taken from the engine
@@ -80,12 +80,17 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Serve requests with `engine` from now on. Errors on an unknown
-  // chat_template name. The engine must outlive the server.
+  // Serve requests with `engine` from now on. Errors on a chat_template that
+  // is neither a built-in's name nor a template that compiles; the model's
+  // own template failing to compile makes chat requests fail, saying why.
+  // The engine must outlive the server.
   Status attach(ServingEngine& engine);
 
   // Binds host:port and starts the listener thread; returns the bound port.
   Result<int> start();
+  // What renders chat turns and tools, for the log: "chat template: the
+  // model's own (Jinja, ...); tools: ...". Set by attach.
+  const std::string& chat_summary() const { return chat_summary_; }
   int port() const { return port_; }
 
   // Drains and stops (idempotent, blocking): new POSTs and /health get 503,
@@ -142,9 +147,11 @@ class HttpServer {
   // vocabulary; such requests are a 400 saying so).
   std::unique_ptr<GrammarCache> grammars_;
   std::string grammars_error_;
-  std::optional<ChatTemplateKind> chat_kind_;
+  std::optional<ChatRenderer> chat_;
   ToolFormat tool_format_ = ToolFormat::kHermes;
-  std::string chat_kind_error_;
+  bool template_tools_ = false;
+  std::string chat_error_;
+  std::string chat_summary_;
 
   std::atomic<bool> draining_{false};
   std::atomic<bool> stopped_{false};

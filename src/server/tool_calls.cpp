@@ -150,6 +150,33 @@ std::vector<agentkv::ChatMessage> render_tool_conversation(ToolFormat f, const s
   return out;
 }
 
+std::string template_messages_json(const std::vector<ChatMessage>& msgs) {
+  ojson arr = ojson::array();
+  for (const ChatMessage& m : msgs) {
+    ojson o = {{"role", m.role == "developer" ? std::string("system") : m.role}, {"content", m.content}};
+    if (!m.name.empty()) o["name"] = m.name;
+    if (!m.tool_call_id.empty()) o["tool_call_id"] = m.tool_call_id;
+    if (!m.tool_calls.empty()) {
+      ojson calls = ojson::array();
+      for (const ToolCall& c : m.tool_calls) {
+        ojson args = ojson::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
+        if (!args.is_object()) args = c.arguments.empty() ? ojson::object() : ojson(c.arguments);
+        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", args}}}});
+      }
+      o["tool_calls"] = std::move(calls);
+    }
+    arr.push_back(std::move(o));
+  }
+  return arr.dump();
+}
+
+std::string template_tools_json(const std::vector<ToolDef>& tools) {
+  if (tools.empty()) return "";
+  ojson arr = ojson::array();
+  for (const ToolDef& t : tools) arr.push_back(tool_json(t));
+  return arr.dump();
+}
+
 std::optional<GrammarSpec> tool_call_grammar(ToolFormat f, const GuidedFields& g) {
   if (g.tool_choice == ToolChoice::kNone || g.tools.empty()) return std::nullopt;
   const ToolSyntax& syn = tool_syntax(f);

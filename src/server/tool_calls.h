@@ -31,12 +31,21 @@
 
 namespace agentkv::server {
 
-// The conversation as (role, content) turns for chat_template_apply: tools,
+// The conversation as (role, content) turns for a template that does not
+// render tools (a built-in, or a Jinja one without `tools`): tools,
 // calls and results rendered in `format`. Without tools and calls the
 // messages pass unchanged (developer becomes system).
 std::vector<agentkv::ChatMessage> render_tool_conversation(ToolFormat format,
                                                            const std::vector<ChatMessage>& msgs,
                                                            const std::vector<ToolDef>& tools);
+
+// The conversation and tools as a Jinja template reads them
+// (ChatRenderer::render): OpenAI's message shape, with each call's arguments
+// as a JSON object, as vLLM and Hugging Face pass them (arguments that are
+// not a JSON object stay a string); developer becomes system. tools: "" when
+// there are none.
+std::string template_messages_json(const std::vector<ChatMessage>& msgs);
+std::string template_tools_json(const std::vector<ToolDef>& tools);
 
 // The grammar of tool_choice required / named (only calls, one or more as
 // parallel_tool_calls says) or auto (free text; a call once its trigger is

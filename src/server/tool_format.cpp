@@ -18,6 +18,18 @@ ToolFormat tool_format_detect(std::string_view jinja, ChatTemplateKind kind) {
   return ToolFormat::kHermes;
 }
 
+bool tool_format_taught_by(std::string_view jinja, ToolFormat f) {
+  switch (f) {
+    case ToolFormat::kLlama3:
+      return jinja.find("ipython") != std::string_view::npos;
+    case ToolFormat::kMistral:
+      return jinja.find("[TOOL_CALLS]") != std::string_view::npos;
+    case ToolFormat::kHermes:
+      break;
+  }
+  return jinja.find("<tool_call>") != std::string_view::npos;
+}
+
 Result<ToolFormat> tool_format_from_name(std::string_view name) {
   if (name == "hermes") return ToolFormat::kHermes;
   if (name == "llama3") return ToolFormat::kLlama3;

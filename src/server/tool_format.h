@@ -29,6 +29,10 @@ enum class ToolFormat { kHermes, kLlama3, kMistral };
 // Llama-3 template that knows "ipython", a Mistral one with [TOOL_CALLS], a
 // ChatML one with <tool_call>); otherwise the generic Hermes format.
 ToolFormat tool_format_detect(std::string_view jinja, ChatTemplateKind kind);
+// Whether a Jinja template teaches calls in `f` when it renders tools (its
+// source writes the format's marker: <tool_call>, ipython, [TOOL_CALLS]), so
+// that the template, not agentkv's wording, may render them.
+bool tool_format_taught_by(std::string_view jinja, ToolFormat f);
 // "hermes", "llama3" or "mistral".
 Result<ToolFormat> tool_format_from_name(std::string_view name);
 const char* tool_format_name(ToolFormat f);

@@ -4,6 +4,22 @@ namespace agentkv {
 
 namespace {
 
+// Appends the template's own text and the request's (marked as input).
+struct Builder {
+  MarkedText out;
+  void own(std::string_view s) { out.text += s; }
+  void input(std::string_view s) {
+    if (s.empty()) return;
+    const size_t b = out.text.size();
+    out.text += s;
+    if (!out.input_spans.empty() && out.input_spans.back().end == b) {
+      out.input_spans.back().end = out.text.size();
+    } else {
+      out.input_spans.push_back({b, out.text.size()});
+    }
+  }
+};
+
 // SmolLM2-Instruct's template inserts this system turn when the conversation
 // does not start with one.
 constexpr std::string_view kSmolSystem =
@@ -18,56 +34,70 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(kWs) - b + 1);
 }
 
-std::string apply_chatml(std::span<const ChatMessage> msgs, bool gen) {
-  std::string out;
+MarkedText apply_chatml(std::span<const ChatMessage> msgs, bool gen) {
+  Builder b;
   for (size_t i = 0; i < msgs.size(); ++i) {
     if (i == 0 && msgs[0].role != "system") {
-      out += "<|im_start|>system\n";
-      out += kSmolSystem;
-      out += "<|im_end|>\n";
+      b.own("<|im_start|>system\n");
+      b.own(kSmolSystem);
+      b.own("<|im_end|>\n");
     }
-    out += "<|im_start|>" + msgs[i].role + "\n" + msgs[i].content + "<|im_end|>\n";
+    b.own("<|im_start|>");
+    b.input(msgs[i].role);
+    b.own("\n");
+    b.input(msgs[i].content);
+    b.own("<|im_end|>\n");
   }
-  if (gen) out += "<|im_start|>assistant\n";
-  return out;
+  if (gen) b.own("<|im_start|>assistant\n");
+  return std::move(b.out);
 }
 
-std::string apply_llama3(std::span<const ChatMessage> msgs, bool gen) {
-  std::string out;
+MarkedText apply_llama3(std::span<const ChatMessage> msgs, bool gen) {
+  Builder b;
   for (const auto& m : msgs) {
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
-    out += trim(m.content);
-    out += "<|eot_id|>";
+    b.own("<|start_header_id|>");
+    b.input(m.role);
+    b.own("<|end_header_id|>\n\n");
+    b.input(trim(m.content));
+    b.own("<|eot_id|>");
   }
-  if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
+  if (gen) b.own("<|start_header_id|>assistant<|end_header_id|>\n\n");
+  return std::move(b.out);
 }
 
 // Mistral v1 has no system role; like llama.cpp, a system message is folded
 // into the next user turn, separated by a blank line. The v3 tokenizer's tool
 // blocks come as their own roles: "available_tools" and "tool" (a result).
-std::string apply_mistral(std::span<const ChatMessage> msgs,
-                          bool /*gen: the [/INST] already is the prompt*/) {
-  std::string out, system;
+MarkedText apply_mistral(std::span<const ChatMessage> msgs,
+                         bool /*gen: the [/INST] already is the prompt*/) {
+  Builder b;
+  std::string system;
   for (const auto& m : msgs) {
     if (m.role == "system") {
       system += m.content;
     } else if (m.role == "user") {
-      out += "[INST] ";
+      b.own("[INST] ");
       if (!system.empty()) {
-        out += system + "\n\n";
+        b.input(system);
+        b.input("\n\n");
         system.clear();
       }
-      out += m.content + " [/INST]";
+      b.input(m.content);
+      b.own(" [/INST]");
     } else if (m.role == "available_tools") {
-      out += "[AVAILABLE_TOOLS] " + m.content + "[/AVAILABLE_TOOLS]";
+      b.own("[AVAILABLE_TOOLS] ");
+      b.input(m.content);
+      b.own("[/AVAILABLE_TOOLS]");
     } else if (m.role == "tool") {
-      out += "[TOOL_RESULTS] " + m.content + "[/TOOL_RESULTS]";
+      b.own("[TOOL_RESULTS] ");
+      b.input(m.content);
+      b.own("[/TOOL_RESULTS]");
     } else {
-      out += m.content + "</s>";
+      b.input(m.content);
+      b.own("</s>");
     }
   }
-  return out;
+  return std::move(b.out);
 }
 
 }  // namespace
@@ -103,6 +133,11 @@ const char* chat_template_name(ChatTemplateKind kind) {
 
 std::string chat_template_apply(ChatTemplateKind kind, std::span<const ChatMessage> msgs,
                                 bool add_generation_prompt) {
+  return chat_template_apply_marked(kind, msgs, add_generation_prompt).text;
+}
+
+MarkedText chat_template_apply_marked(ChatTemplateKind kind, std::span<const ChatMessage> msgs,
+                                      bool add_generation_prompt) {
   switch (kind) {
     case ChatTemplateKind::kChatml:
       return apply_chatml(msgs, add_generation_prompt);

@@ -1,13 +1,15 @@
-// Chat formatting for the model families the loader supports. Each function
-// reproduces the family's Hugging Face chat template, except that the BOS
-// token is never part of the text: encode(..., add_special=true) adds it as
-// the vocabulary says, so it is not added twice.
+// The built-in chat templates, for model files that have none (ChatRenderer
+// renders a file's own Jinja template). Each function reproduces the family's
+// Hugging Face chat template, except that the BOS token is never part of the
+// text: encode(..., add_special=true) adds it as the vocabulary says, so it is
+// not added twice.
 #pragma once
 
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "tokenizer/marked_text.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -31,5 +33,8 @@ const char* chat_template_name(ChatTemplateKind kind);
 // Formats the conversation; add_generation_prompt appends the assistant header.
 std::string chat_template_apply(ChatTemplateKind kind, std::span<const ChatMessage> msgs,
                                 bool add_generation_prompt);
+// The same text, with the messages' roles and content marked as input.
+MarkedText chat_template_apply_marked(ChatTemplateKind kind, std::span<const ChatMessage> msgs,
+                                      bool add_generation_prompt);
 
 }  // namespace agentkv
