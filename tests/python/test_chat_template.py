@@ -232,3 +232,68 @@ def test_qwen_default_system_turn_is_qwens(engine_path):
     assert r.stdout.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud."), r.stdout
     assert "SmolLM" not in r.stdout
     assert "the model's own chat template (Jinja" in r.stderr
+
+
+# A template that raises on one conversation, loops on another and recurses
+# on a third; the server answers each with a 400 that says so and keeps
+# serving the others.
+_BAD_TEMPLATE = (
+    "{% macro deep(n) %}{{ deep(n + 1) }}{% endmacro %}"
+    "{% for m in messages %}"
+    "{% if m.content == 'boom' %}{{ raise_exception('no booms here') }}{% endif %}"
+    "{% if m.content == 'loop' %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+    "{% endfor %}{% endif %}"
+    "{% if m.content == 'deep' %}{{ deep(0) }}{% endif %}"
+    "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+
+
+def _chat(server, content):
+    return server.post_json("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": content}], "max_tokens": 4, "temperature": 0})
+
+
+def test_server_answers_a_bad_template_with_400_and_keeps_serving(start_server, tmp_path):
+    path = tmp_path / "bad.jinja"
+    path.write_text(_BAD_TEMPLATE, encoding="utf-8")
+    s = start_server("--chat-template", path)
+    assert f"chat template: the chat template in {path}" in s.log(), s.log()
+    status, body = _chat(s, "hello")
+    assert status == 200, body
+    for content, says in [("boom", "no booms here"), ("loop", "render budget"), ("deep", "nests deeper")]:
+        status, body = _chat(s, content)
+        assert status == 400, (content, body)
+        err = json.loads(body)["error"]
+        assert err["param"] == "messages" and says in err["message"], (content, err)
+    status, body = _chat(s, "hello again")
+    assert status == 200, body
+
+
+@pytest.mark.parametrize("kind", ["huge", "unparsable", "missing"])
+def test_server_refuses_to_start_on_a_bad_template_file(serve_binary, model_path, tmp_path, kind):
+    path = tmp_path / "t.jinja"
+    if kind == "huge":
+        path.write_text("x" * (1 << 20), encoding="utf-8")
+    elif kind == "unparsable":
+        path.write_text("{% for x in %}{% endfor %}", encoding="utf-8")
+    r = subprocess.run([str(serve_binary), "serve", "-m", str(model_path), "--port", "0", "--chat-template",
+                        str(path)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    says = {"huge": "above the limit", "unparsable": "cannot be parsed", "missing": "readable .jinja file"}[kind]
+    assert says in r.stderr, r.stderr
+
+
+def test_qwen_tools_go_through_its_template(engine_path):
+    """Qwen2.5's tools section is its template's words, and a call and its
+    result are rendered as the template writes them (<tool_call>,
+    <tool_response>)."""
+    path = MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if not path.exists():
+        pytest.skip("qwen2.5-coder-0.5b is not installed (scripts/get_model.sh qwen2.5-coder-0.5b)")
+    conv = next(c for c in _conversations() if c["name"] == "tool_call_and_result")
+    r = subprocess.run([str(engine_path), "chat-template", "-m", str(path), "--messages",
+                        json.dumps(conv["messages"]), "--tools", json.dumps(conv["tools"])],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "You are provided with function signatures within <tools></tools> XML tags" in r.stdout
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in r.stdout
+    assert "<tool_response>\n{\"temp\": 18" in r.stdout
