@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""How often a model makes a right, schema-valid tool call with tool_choice
+auto, through agentkv serve and llama-server --jinja, on the same GGUF files.
+
+The suite is tools/tool_suite/tasks.json: 24 tasks that need a tool and 8 that
+need none. Each task is one chat request (the user's prompt, the tools it
+offers, tool_choice auto, temperature 0, --max-tokens), sent to each engine on
+each model file (--models), engines interleaved per task. Per response:
+  call    at least one tool call came back (message.tool_calls)
+  valid   a call came back, and every call names an offered tool and its
+          arguments are JSON that the tool's parameters schema accepts
+  right   valid, and the calls include the task's first expected tool
+  fp      (tasks that need none) any call came back: a false positive
+A Markdown table on stdout (counts out of 24 and 8), then, per model, the
+paired comparison on the tool tasks: tasks right in agentkv only / in
+llama-server only. --json writes every response.
+
+  python3 scripts/bench_tool_calls.py --models models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+  python3 scripts/bench_tool_calls.py --engines agentkv --models models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+llama-server comes from scripts/setup_bench.sh ($AGENTKV_LLAMA_DIR); the
+jsonschema package from .venv (scripts/setup.sh).
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "tools" / "tool_suite" / "tasks.json"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Engine:
+    def __init__(self, kind, model, threads):
+        self.kind, port = kind, free_port()
+        if kind == "agentkv":
+            cmd = [str(ROOT / "build/agentkv"), "serve", "-m", str(model), "--host", "127.0.0.1", "--port",
+                   str(port), "--threads", str(threads), "--max-model-len", "4096"]
+        else:
+            bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
+            cmd = [str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+                   "-t", str(threads), "-c", "4096", "-np", "1", "--jinja", "--no-webui"]
+        self.log = []
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+        threading.Thread(target=lambda: [self.log.append(line) for line in self.proc.stderr], daemon=True).start()
+        self.url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{kind} exited: {b''.join(self.log[-20:]).decode(errors='replace')}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise SystemExit(f"{kind} did not become healthy")
+
+    def chat(self, body):
+        req = urllib.request.Request(self.url + "/v1/chat/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=600) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:
+            return {"error": f"HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"}
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def judge(task, tools, resp):
+    """(call, valid, right) for one response."""
+    import jsonschema
+    if "error" in resp:
+        return False, False, False
+    msg = resp["choices"][0]["message"]
+    calls = msg.get("tool_calls") or []
+    if not calls:
+        return False, False, False
+    valid = True
+    for c in calls:
+        name = c.get("function", {}).get("name")
+        if name not in task["tools"]:
+            valid = False
+            continue
+        try:
+            args = json.loads(c["function"].get("arguments") or "{}")
+            jsonschema.validate(args, tools[name]["function"]["parameters"])
+        except (ValueError, jsonschema.ValidationError):
+            valid = False
+    names = {c.get("function", {}).get("name") for c in calls}
+    return True, valid, valid and bool(task["expect"]) and task["expect"][0] in names
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", required=True, help="comma-separated GGUF files")
+    ap.add_argument("--engines", default="agentkv,llama-server", help="agentkv and/or llama-server")
+    ap.add_argument("--max-tokens", type=int, default=160)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="write every response here")
+    args = ap.parse_args()
+    suite = json.loads(SUITE.read_text())
+    tools, tasks = suite["tools"], suite["tasks"]
+    engines = args.engines.split(",")
+    out, rows = [], []
+    for model in args.models.split(","):
+        started = {e: Engine(e, model, args.threads) for e in engines}
+        try:
+            res = {e: {} for e in engines}
+            for i, task in enumerate(tasks):
+                order = engines if i % 2 == 0 else engines[::-1]
+                for e in order:
+                    body = {"model": "m", "messages": [{"role": "user", "content": task["prompt"]}],
+                            "tools": [tools[t] for t in task["tools"]], "tool_choice": "auto",
+                            "temperature": 0, "max_tokens": args.max_tokens}
+                    t0 = time.monotonic()
+                    resp = started[e].chat(body)
+                    res[e][task["id"]] = judge(task, tools, resp)
+                    out.append({"model": Path(model).name, "engine": e, "task": task["id"],
+                                "seconds": round(time.monotonic() - t0, 2), "judged": res[e][task["id"]],
+                                "response": resp})
+                print(f"[bench_tool_calls] {Path(model).name} {task['id']}: " +
+                      ", ".join(f"{e}={'right' if res[e][task['id']][2] else 'call' if res[e][task['id']][0] else '-'}"
+                                for e in engines), file=sys.stderr)
+        finally:
+            for s in started.values():
+                s.stop()
+        need = [t for t in tasks if t["expect"]]
+        none = [t for t in tasks if not t["expect"]]
+        for e in engines:
+            r = res[e]
+            rows.append((Path(model).name, e, sum(r[t["id"]][0] for t in need), sum(r[t["id"]][1] for t in need),
+                         sum(r[t["id"]][2] for t in need), len(need), sum(r[t["id"]][0] for t in none), len(none)))
+        if len(engines) == 2:
+            a, b = engines
+            only_a = [t["id"] for t in need if res[a][t["id"]][2] and not res[b][t["id"]][2]]
+            only_b = [t["id"] for t in need if res[b][t["id"]][2] and not res[a][t["id"]][2]]
+            rows.append((Path(model).name, f"paired: right in {a} only {len(only_a)} {only_a}; "
+                         f"in {b} only {len(only_b)} {only_b}"))
+    print("| model | engine | call | valid | right | false positives |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        if len(row) == 2:
+            print(f"| {row[0]} | {row[1]} | | | | |")
+        else:
+            m, e, c, v, r, n, fp, nn = row
+            print(f"| {m} | {e} | {c}/{n} | {v}/{n} | {r}/{n} | {fp}/{nn} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
