@@ -12,8 +12,11 @@ each model file (--models), engines interleaved per task. Per response:
   right   valid, and the calls include the task's first expected tool
   fp      (tasks that need none) any call came back: a false positive
 A Markdown table on stdout (counts out of 24 and 8), then, per model, the
-paired comparison on the tool tasks: tasks right in agentkv only / in
-llama-server only. --json writes every response.
+paired comparison on the tool tasks of each agentkv variant against
+llama-server: tasks right in one only, with an exact two-sided sign test.
+Engines: agentkv (a bare JSON object naming a tool is a call under auto, the
+default), agentkv-strict (--no-bare-tool-calls: only <tool_call>), and
+llama-server. --json writes every response.
 
   python3 scripts/bench_tool_calls.py --models models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
   python3 scripts/bench_tool_calls.py --engines agentkv --models models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -46,9 +49,11 @@ def free_port():
 class Engine:
     def __init__(self, kind, model, threads):
         self.kind, port = kind, free_port()
-        if kind == "agentkv":
+        if kind.startswith("agentkv"):
             cmd = [str(ROOT / "build/agentkv"), "serve", "-m", str(model), "--host", "127.0.0.1", "--port",
                    str(port), "--threads", str(threads), "--max-model-len", "4096"]
+            if kind == "agentkv-strict":
+                cmd.append("--no-bare-tool-calls")
         else:
             bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
             cmd = [str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
@@ -86,6 +91,15 @@ class Engine:
             self.proc.kill()
 
 
+def sign_test(a, b):
+    """Two-sided exact sign test on a and b discordant pairs."""
+    from math import comb
+    n, k = a + b, min(a, b)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
 def judge(task, tools, resp):
     """(call, valid, right) for one response."""
     import jsonschema
@@ -113,7 +127,9 @@ def judge(task, tools, resp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", required=True, help="comma-separated GGUF files")
-    ap.add_argument("--engines", default="agentkv,llama-server", help="agentkv and/or llama-server")
+    ap.add_argument("--engines", default="agentkv,llama-server",
+                    help="agentkv (bare JSON calls recognised, the default), agentkv-strict "
+                         "(--no-bare-tool-calls) and/or llama-server")
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write every response here")
@@ -129,7 +145,7 @@ def main():
             for i, task in enumerate(tasks):
                 order = engines if i % 2 == 0 else engines[::-1]
                 for e in order:
-                    body = {"model": "m", "messages": [{"role": "user", "content": task["prompt"]}],
+                    body = {"messages": [{"role": "user", "content": task["prompt"]}],
                             "tools": [tools[t] for t in task["tools"]], "tool_choice": "auto",
                             "temperature": 0, "max_tokens": args.max_tokens}
                     t0 = time.monotonic()
@@ -150,12 +166,13 @@ def main():
             r = res[e]
             rows.append((Path(model).name, e, sum(r[t["id"]][0] for t in need), sum(r[t["id"]][1] for t in need),
                          sum(r[t["id"]][2] for t in need), len(need), sum(r[t["id"]][0] for t in none), len(none)))
-        if len(engines) == 2:
-            a, b = engines
-            only_a = [t["id"] for t in need if res[a][t["id"]][2] and not res[b][t["id"]][2]]
-            only_b = [t["id"] for t in need if res[b][t["id"]][2] and not res[a][t["id"]][2]]
-            rows.append((Path(model).name, f"paired: right in {a} only {len(only_a)} {only_a}; "
-                         f"in {b} only {len(only_b)} {only_b}"))
+        if "llama-server" in engines:
+            b = "llama-server"
+            for a in [e for e in engines if e != b]:
+                only_a = [t["id"] for t in need if res[a][t["id"]][2] and not res[b][t["id"]][2]]
+                only_b = [t["id"] for t in need if res[b][t["id"]][2] and not res[a][t["id"]][2]]
+                rows.append((Path(model).name, f"paired: right in {a} only {len(only_a)}, in {b} only "
+                             f"{len(only_b)} (sign test p = {sign_test(len(only_a), len(only_b)):.2g})"))
     print("| model | engine | call | valid | right | false positives |")
     print("| --- | --- | --- | --- | --- | --- |")
     for row in rows:

@@ -237,6 +237,9 @@ void add_http_flags(CLI::App* cmd, ServeArgs* a) {
          "how tools and calls are written: hermes, llama3 or mistral (default: the template's own when it "
          "renders tools, else hermes)")
       ->check(CLI::IsMember({"hermes", "llama3", "mistral"}));
+  cmd->add_flag("!--no-bare-tool-calls", s.bare_tool_calls,
+                "with tool_choice auto in the hermes format, do not take a bare JSON object naming a tool "
+                "({\"name\": \"TOOL\", ...} without <tool_call>) as a call");
   cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,
                   "seconds a SIGTERM lets running requests finish")
       ->capture_default_str()

@@ -154,7 +154,7 @@ struct Job {
       choices[c].prompt = static_cast<int>(c) / prep.n;
       choices[c].latency = LatencyRecorder(env.metrics);
       choices[c].text_offset = prep.echo_texts[choices[c].prompt].size();
-      choices[c].tool_parser = ToolCallParser(prep.tool_format);
+      choices[c].tool_parser = ToolCallParser(prep.tool_format, prep.bare_call_triggers);
     }
   }
 
@@ -285,7 +285,7 @@ void respond_whole(Job& job, httplib::Response& res) {
     choice.text = echo + ch.text;
     choice.finish_reason = finish_reason_name(ch.last.finish);
     if (job.prep.tool_choice != ToolChoice::kNone) {
-      ParsedToolCalls parsed = parse_tool_calls(job.prep.tool_format, ch.text);
+      ParsedToolCalls parsed = parse_tool_calls(job.prep.tool_format, ch.text, job.prep.bare_call_triggers);
       for (ToolCall& t : parsed.calls) choice.tool_calls.push_back(to_out(std::move(t)));
       const bool calls_only = job.prep.tool_choice != ToolChoice::kAuto;
       choice.text = calls_only && !choice.tool_calls.empty() ? "" : trim_ws(parsed.content);

@@ -32,6 +32,7 @@ struct CompletionEnv {
   const ChatRenderer* chat = nullptr;  // null: chat requests fail with chat_error
   std::string chat_error;
   bool template_tools = false;  // the template renders tools, calls and results (else agentkv's wording)
+  bool bare_tool_calls = true;  // auto, Hermes: a bare {"name": "TOOL" object is a call too (tool_calls.h)
   ToolFormat tool_format = ToolFormat::kHermes;  // how tools and calls are written (tool_format.h)
   GrammarCache* grammars = nullptr;  // null: constrained requests fail with grammars_error
   std::string grammars_error;

@@ -49,7 +49,8 @@ std::optional<ApiError> read_chat(const CompletionEnv& env, const std::string& b
       if (!st.is_ok())
         return bad_request("tools[" + std::to_string(i) + "].function.parameters", st.message());
     }
-    guided.grammar = tool_call_grammar(env.tool_format, guided);
+    guided.grammar = tool_call_grammar(env.tool_format, guided, env.bare_tool_calls);
+    d->p.bare_call_triggers = tool_call_bare_triggers(env.tool_format, guided, env.bare_tool_calls);
     guided.grammar_field = "tools";
     d->p.tool_choice = guided.tool_choice;
     d->p.tool_format = env.tool_format;

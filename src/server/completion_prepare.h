@@ -32,6 +32,7 @@ struct Prepared {
   // (tool_call_parser.h); required / named: only calls, no content.
   ToolChoice tool_choice = ToolChoice::kNone;
   ToolFormat tool_format = ToolFormat::kHermes;
+  std::vector<std::string> bare_call_triggers;  // auto, Hermes: bare JSON calls (tool_calls.h)
 
   int n_choices() const { return static_cast<int>(prompts.size()) * n; }
 };

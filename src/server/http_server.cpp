@@ -158,7 +158,8 @@ Status HttpServer::attach(ServingEngine& engine) {
   chat_summary_ = chat_ ? "chat template: " + chat_->description() : "chat template: none (" + chat_error_ + ")";
   chat_summary_ += std::string("; tools: ") +
                    (template_tools_ ? "rendered by the template" : "rendered in agentkv's wording") +
-                   ", calls in the " + tool_format_name(tool_format_) + " format";
+                   ", calls in the " + tool_format_name(tool_format_) + " format" +
+                   (cfg_.bare_tool_calls && tool_format_ == ToolFormat::kHermes ? " (or as bare JSON under auto)" : "");
   Result<std::unique_ptr<GrammarCache>> g = GrammarCache::create(engine.tokenizer(), engine.vocab_size());
   if (g.is_ok()) {
     grammars_ = std::move(g).value();
@@ -387,6 +388,7 @@ void HttpServer::handle_completions(const httplib::Request& req, httplib::Respon
   env.limits = limits_;
   env.chat = chat_ ? &*chat_ : nullptr;
   env.template_tools = template_tools_;
+  env.bare_tool_calls = cfg_.bare_tool_calls;
   env.grammars = grammars_.get();
   env.grammars_error = grammars_error_;
   env.chat_error = chat_error_;

@@ -55,6 +55,7 @@ struct ServerConfig {
   std::map<std::string, std::string> api_keys;  // bearer key -> tenant; empty: no auth, tenant ""
   std::string chat_template;                    // chatml | llama3 | mistral | a .jinja path; empty: the model file's
   std::string tool_format;                      // hermes | llama3 | mistral; empty: from the model file
+  bool bare_tool_calls = true;                  // auto + hermes: bare {"name": "TOOL" JSON is a call too
   double shutdown_timeout_s = 30;               // how long shutdown() lets running requests finish
   RequestLimits limits;                         // max_tokens and vocab_size are taken from the engine
   ConnectionLimits connections;                 // connection cap and read deadlines

@@ -74,7 +74,8 @@ Head match_head(std::string_view s, std::string& name, size_t& value) {
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolFormat format) : format_(format), syntax_(&tool_syntax(format)) {}
+ToolCallParser::ToolCallParser(ToolFormat format, std::vector<std::string> bare_triggers)
+    : format_(format), syntax_(&tool_syntax(format)), bare_triggers_(std::move(bare_triggers)) {}
 
 ToolCallParser::Out ToolCallParser::push(std::string_view text) {
   buf_ += text;
@@ -117,10 +118,15 @@ bool ToolCallParser::step_text(Out& out) {
     const size_t p = buf_.find(syntax_->call_trigger);
     if (p < at) at = p, len = 0, call = true;
   }
+  for (const std::string& t : bare_triggers_) {
+    const size_t p = buf_.find(t);
+    if (p < at) at = p, len = 0, call = true;
+  }
   if (at == std::string::npos) {
     size_t keep = 0;
     for (const std::string& t : syntax_->triggers) keep = std::max(keep, partial_tag_len(buf_, t));
     if (!syntax_->call_trigger.empty()) keep = std::max(keep, partial_tag_len(buf_, syntax_->call_trigger));
+    for (const std::string& t : bare_triggers_) keep = std::max(keep, partial_tag_len(buf_, t));
     out.content += buf_.substr(0, buf_.size() - keep);
     buf_.erase(0, buf_.size() - keep);
     return false;
@@ -324,8 +330,9 @@ ToolCallParser::Out ToolCallParser::flush() {
   return out;
 }
 
-ParsedToolCalls parse_tool_calls(ToolFormat format, std::string_view text) {
-  ToolCallParser p(format);
+ParsedToolCalls parse_tool_calls(ToolFormat format, std::string_view text,
+                                 const std::vector<std::string>& bare_triggers) {
+  ToolCallParser p(format, bare_triggers);
   ToolCallParser::Out a = p.push(text), b = p.flush();
   ParsedToolCalls out;
   out.content = a.content + b.content + b.unfinished;

@@ -23,7 +23,10 @@ struct ToolCallDelta {
 
 class ToolCallParser {
  public:
-  explicit ToolCallParser(ToolFormat format = ToolFormat::kHermes);
+  // bare_triggers: text that begins a call without the format's trigger, the
+  // call's own first text (a Hermes call the model writes as a bare JSON
+  // object: {"name": "get_weather"); see tool_call_bare_triggers.
+  explicit ToolCallParser(ToolFormat format = ToolFormat::kHermes, std::vector<std::string> bare_triggers = {});
 
   struct Out {
     std::string content;
@@ -50,6 +53,7 @@ class ToolCallParser {
 
   ToolFormat format_;
   const ToolSyntax* syntax_;
+  std::vector<std::string> bare_triggers_;
   State state_ = State::kText;
   std::string buf_;  // input not yet consumed
   std::string raw_;  // consumed since the section's trigger or the last finished call
@@ -65,7 +69,8 @@ struct ParsedToolCalls {
   std::vector<ToolCall> calls;
 };
 // Whole text: the finished calls, and the rest (an unfinished call included) as content.
-ParsedToolCalls parse_tool_calls(ToolFormat format, std::string_view text);
+ParsedToolCalls parse_tool_calls(ToolFormat format, std::string_view text,
+                                 const std::vector<std::string>& bare_triggers = {});
 
 // "call_" and 24 random hex digits; Mistral's nine letters and digits.
 std::string new_tool_call_id(ToolFormat format = ToolFormat::kHermes);

@@ -177,7 +177,17 @@ std::string template_tools_json(const std::vector<ToolDef>& tools) {
   return arr.dump();
 }
 
-std::optional<GrammarSpec> tool_call_grammar(ToolFormat f, const GuidedFields& g) {
+std::vector<std::string> tool_call_bare_triggers(ToolFormat f, const GuidedFields& g, bool bare) {
+  std::vector<std::string> out;
+  if (!bare || f != ToolFormat::kHermes || g.tool_choice != ToolChoice::kAuto) return out;
+  // Compact, and pretty-printed with two spaces (as Qwen2.5-Coder writes a
+  // fenced call).
+  for (const ToolDef& t : g.tools) out.push_back("{\"name\": " + ojson(t.name).dump());
+  for (const ToolDef& t : g.tools) out.push_back("{\n  \"name\": " + ojson(t.name).dump());
+  return out;
+}
+
+std::optional<GrammarSpec> tool_call_grammar(ToolFormat f, const GuidedFields& g, bool bare) {
   if (g.tool_choice == ToolChoice::kNone || g.tools.empty()) return std::nullopt;
   const ToolSyntax& syn = tool_syntax(f);
   const std::string open = f == ToolFormat::kHermes ? "<tool_call>\n" : "";
@@ -213,8 +223,23 @@ std::optional<GrammarSpec> tool_call_grammar(ToolFormat f, const GuidedFields& g
                  : section;
   } else if (any) {
     // Hermes: a call begins at <tool_call>; Llama 3: at {"name": (as xgrammar's own llama format).
+    ojson triggers = ojson::array({f == ToolFormat::kHermes ? "<tool_call>" : syn.call_trigger});
+    // And a bare Hermes call at {"name": "TOOL" (each its own trigger, so
+    // that only a tool's own name starts one).
+    const std::vector<std::string> bare_triggers = tool_call_bare_triggers(f, g, bare);
+    for (size_t k = 0; k < bare_triggers.size(); ++k) {
+      const std::string& t = bare_triggers[k];
+      const bool pretty = t.find('\n') != std::string::npos;
+      triggers.push_back(t);
+      tags.push_back({{"type", "tag"},
+                      {"begin", t + (pretty ? ",\n  \"" : ", \"") + syn.args_key + "\": "},
+                      {"content", {{"type", "json_schema"},
+                                   {"json_schema", g.tools[k % g.tools.size()].parameters},
+                                   {"max_whitespace_cnt", 1}}},
+                      {"end", pretty ? "\n}" : "}"}});
+    }
     format = {{"type", "triggered_tags"},
-              {"triggers", ojson::array({f == ToolFormat::kHermes ? "<tool_call>" : syn.call_trigger})},
+              {"triggers", triggers},
               {"tags", tags},
               {"at_least_one", false},
               {"stop_after_first", one}};

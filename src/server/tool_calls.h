@@ -50,6 +50,15 @@ std::string template_tools_json(const std::vector<ToolDef>& tools);
 // The grammar of tool_choice required / named (only calls, one or more as
 // parallel_tool_calls says) or auto (free text; a call once its trigger is
 // written). nullopt for none.
-std::optional<GrammarSpec> tool_call_grammar(ToolFormat format, const GuidedFields& g);
+// bare: with tool_choice auto in the Hermes format, a call may also begin
+// as a bare JSON object that names a tool, {"name": "get_weather", as
+// Qwen2.5-Coder writes them, without <tool_call>: once the model has written
+// that much, the rest of the call is constrained like a tagged one.
+std::optional<GrammarSpec> tool_call_grammar(ToolFormat format, const GuidedFields& g, bool bare = false);
+
+// The text that begins such a bare call, two per offered tool, compact and
+// pretty-printed ({\n  "name": "get_weather"), empty unless bare, Hermes and
+// auto: for ToolCallParser.
+std::vector<std::string> tool_call_bare_triggers(ToolFormat format, const GuidedFields& g, bool bare);
 
 }  // namespace agentkv::server

@@ -168,8 +168,9 @@ struct Assembled {
 };
 
 // Feeds `text` in pieces cut at `cuts` and assembles what comes out.
-Assembled stream(ToolFormat f, const std::string& text, const std::vector<size_t>& cuts) {
-  ToolCallParser p(f);
+Assembled stream(ToolFormat f, const std::string& text, const std::vector<size_t>& cuts,
+                 std::vector<std::string> bare = {}) {
+  ToolCallParser p(f, std::move(bare));
   Assembled a;
   size_t at = 0;
   std::vector<size_t> ends = cuts;
@@ -239,6 +240,47 @@ TEST(ToolCallParser, SplitsContentAndCallsAtEveryCutInEveryFormat) {
     EXPECT_EQ(whole.calls[0].arguments, bytes.calls[0].arguments);
     EXPECT_EQ(whole.content, c.content);
   }
+}
+
+TEST(ToolCallParser, BareJsonCallsNamingAToolUnderAuto) {
+  // Qwen2.5-Coder answers auto with a bare object, no <tool_call>: with the
+  // bare triggers of the offered tools it is a call, at every cut; an object
+  // naming anything else stays content.
+  GuidedFields g;
+  g.tool_choice = ToolChoice::kAuto;
+  g.tools = {ToolDef{"get_weather", "", nlohmann::ordered_json::object()}, ToolDef{"f", "", {}}};
+  const std::vector<std::string> bare = tool_call_bare_triggers(ToolFormat::kHermes, g, true);
+  ASSERT_EQ(bare, (std::vector<std::string>{R"({"name": "get_weather")", R"({"name": "f")",
+                                            "{\n  \"name\": \"get_weather\"", "{\n  \"name\": \"f\""}));
+  const std::string text = "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    const Assembled a = stream(ToolFormat::kHermes, text, {cut}, bare);
+    ASSERT_EQ(a.calls.size(), 1u) << cut;
+    EXPECT_EQ(a.calls[0].name, "get_weather");
+    EXPECT_EQ(a.calls[0].arguments, R"({"city": "Paris"})") << cut;
+    EXPECT_EQ(a.content, "```json\n\n```") << cut;
+  }
+  // Pretty-printed, as Qwen2.5-Coder fences them.
+  const ParsedToolCalls pretty = parse_tool_calls(
+      ToolFormat::kHermes, "```json\n{\n  \"name\": \"f\",\n  \"arguments\": {\"x\": 1}\n}\n```", bare);
+  ASSERT_EQ(pretty.calls.size(), 1u);
+  EXPECT_EQ(pretty.calls[0].name, "f");
+  EXPECT_EQ(pretty.calls[0].arguments, R"({"x": 1})");
+  const ParsedToolCalls other =
+      parse_tool_calls(ToolFormat::kHermes, R"({"name": "Alice", "age": 30})", bare);
+  EXPECT_TRUE(other.calls.empty());
+  EXPECT_EQ(other.content, R"({"name": "Alice", "age": 30})");
+  // Off unless asked, and only for auto in the Hermes format.
+  EXPECT_TRUE(tool_call_bare_triggers(ToolFormat::kHermes, g, false).empty());
+  EXPECT_TRUE(tool_call_bare_triggers(ToolFormat::kLlama3, g, true).empty());
+  g.tool_choice = ToolChoice::kRequired;
+  EXPECT_TRUE(tool_call_bare_triggers(ToolFormat::kHermes, g, true).empty());
+  EXPECT_TRUE(parse_tool_calls(ToolFormat::kHermes, text).calls.empty());
+  // The grammar takes the bare form as a trigger of its own, per tool.
+  g.tool_choice = ToolChoice::kAuto;
+  const auto spec = tool_call_grammar(ToolFormat::kHermes, g, true);
+  ASSERT_TRUE(spec.has_value());
+  EXPECT_NE(spec->text.find(R"({\"name\": \"get_weather\", \"arguments\": )"), std::string::npos) << spec->text;
 }
 
 TEST(ToolCallParser, HoldsPartialTriggersAndKeepsWhatIsNotACall) {

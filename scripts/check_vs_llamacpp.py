@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""agentkv against llama.cpp on the same GGUF file: tokenizer ids, the next
+token's top-5, and greedy continuations (issue 51 item 5).
+
+Both servers run side by side on each --models file: agentkv serve (once per
+--act-quant mode) and llama-server (scripts/setup_bench.sh's build). Then:
+  tokenizer   every string of tests/data/tokenizer/corpus.json through both
+              /tokenize endpoints (no BOS, control-token text parsed, as a
+              completions prompt is): identical id lists out of all
+  top-1       for each prompt of tools/tool_suite/prompts.json (raw text,
+              no chat template), the next token's top 5 with logprobs
+              (temperature 0, one token): does the top-1 agree, and the
+              largest |logprob difference| over tokens in both top-5s
+  greedy      32-token greedy continuations of the same prompts: identical,
+              or the first position where they part, with each engine's
+              logprob gap between its token and the other's there (a
+              near-tie when the gap is small)
+A Markdown table on stdout; --json writes every comparison.
+
+  python3 scripts/check_vs_llamacpp.py --models models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "tokenizer" / "corpus.json"
+PROMPTS = ROOT / "tools" / "tool_suite" / "prompts.json"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, cmd, url):
+        self.url, self.log = url, []
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+        threading.Thread(target=lambda: [self.log.append(x) for x in self.proc.stderr], daemon=True).start()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{cmd[0]} exited: {b''.join(self.log[-20:]).decode(errors='replace')}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise SystemExit(f"{cmd[0]} did not become healthy")
+
+    def post(self, path, body):
+        req = urllib.request.Request(self.url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.load(r)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def agentkv(model, act_quant, threads):
+    port = free_port()
+    return Server([str(ROOT / "build/agentkv"), "serve", "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+                   "--threads", str(threads), "--act-quant", act_quant, "--max-model-len", "4096"],
+                  f"http://127.0.0.1:{port}")
+
+
+def llama(model, threads):
+    port = free_port()
+    bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
+    return Server([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+                   "-t", str(threads), "-c", "4096", "-np", "1", "--no-webui"], f"http://127.0.0.1:{port}")
+
+
+def akv_tokens(s, text):
+    return s.post("/tokenize", {"prompt": text, "add_special_tokens": False})["tokens"]
+
+
+def llama_tokens(s, text):
+    return s.post("/tokenize", {"content": text, "add_special": False, "parse_special": True})["tokens"]
+
+
+def akv_top(s, prompt_ids, n):
+    """Greedy n tokens from the ids: [(token id, logprob, {token text: logprob of the top 5})]."""
+    r = s.post("/v1/completions", {"prompt": prompt_ids, "max_tokens": n, "temperature": 0, "logprobs": 5,
+                                   "return_token_ids": True, "ignore_eos": True})
+    ch = r["choices"][0]
+    ids = ch["token_ids"]
+    lp = ch["logprobs"]
+    out = []
+    for i, tid in enumerate(ids):
+        top = lp["top_logprobs"][i]
+        out.append((tid, lp["token_logprobs"][i], dict(top)))
+    return out
+
+
+def llama_top(s, prompt_ids, n):
+    r = s.post("/completion", {"prompt": prompt_ids, "n_predict": n, "temperature": 0, "n_probs": 5,
+                               "ignore_eos": True, "cache_prompt": False, "return_tokens": True})
+    out = []
+    for p in r["completion_probabilities"]:
+        top = {t.get("token", ""): t["logprob"] for t in p["top_logprobs"]}
+        out.append((p["id"], p["logprob"], top))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", required=True, help="comma-separated GGUF files")
+    ap.add_argument("--act-quant", default="f32,q8", help="agentkv modes to compare")
+    ap.add_argument("--tokens", type=int, default=32, help="greedy continuation length")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", help="write every comparison here")
+    args = ap.parse_args()
+    strings = [s for s in json.loads(CORPUS.read_text())["strings"] if s]
+    prompts = json.loads(PROMPTS.read_text())["prompts"]
+    rows, dump = [], []
+    for model in args.models.split(","):
+        name = Path(model).name
+        ref = llama(model, args.threads)
+        try:
+            for mode in args.act_quant.split(","):
+                a = agentkv(model, mode, args.threads)
+                try:
+                    same_tok, bad_tok = 0, []
+                    for text in strings:
+                        x, y = akv_tokens(a, text), llama_tokens(ref, text)
+                        if x == y:
+                            same_tok += 1
+                        else:
+                            bad_tok.append({"text": text, "agentkv": x, "llama": y})
+                    top1, deltas, same_greedy, parts = 0, [], 0, []
+                    for p in prompts:
+                        ids = llama_tokens(ref, p)
+                        x, y = akv_top(a, ids, args.tokens), llama_top(ref, ids, args.tokens)
+                        top1 += x[0][0] == y[0][0]
+                        common = set(x[0][2]) & set(y[0][2])
+                        deltas.append(max((abs(x[0][2][t] - y[0][2][t]) for t in common), default=float("nan")))
+                        xs, ys = [t[0] for t in x], [t[0] for t in y]
+                        if xs == ys:
+                            same_greedy += 1
+                        else:
+                            k = next(i for i in range(min(len(xs), len(ys))) if xs[i] != ys[i])
+                            parts.append({"prompt": p, "at": k, "agentkv": xs[k], "llama": ys[k],
+                                          "agentkv_top": x[k][2], "llama_top": y[k][2]})
+                    finite = [d for d in deltas if d == d]
+                    rows.append((name, mode, f"{same_tok}/{len(strings)}", f"{top1}/{len(prompts)}",
+                                 f"{statistics.median(finite):.3f}" if finite else "-",
+                                 f"{max(finite):.3f}" if finite else "-", f"{same_greedy}/{len(prompts)}",
+                                 ", ".join(str(q["at"]) for q in parts) or "-"))
+                    dump.append({"model": name, "act_quant": mode, "tokenizer_mismatches": bad_tok,
+                                 "top5_max_delta": deltas, "greedy_partings": parts})
+                finally:
+                    a.stop()
+        finally:
+            ref.stop()
+    print("| model | agentkv --act-quant | tokenizer ids identical | top-1 agrees | top-5 median max abs d logprob "
+          "| worst | 32-token greedy identical | parted at |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dump, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
