@@ -18,6 +18,22 @@
 namespace agentkv::server {
 namespace {
 
+// "```json\n\n```" and the like: code fence lines and whitespace, nothing else.
+bool only_code_fences(std::string_view t) {
+  size_t i = 0;
+  while (i < t.size()) {
+    const size_t end = std::min(t.find('\n', i), t.size());
+    std::string_view line = t.substr(i, end - i);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r' || line.back() == '\t')) line.remove_suffix(1);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (!line.empty() && !line.starts_with("```")) return false;
+    if (line.size() > 3 && line.find_first_not_of("abcdefghijklmnopqrstuvwxyz", 3) != std::string_view::npos)
+      return false;
+    i = end + 1;
+  }
+  return true;
+}
+
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
@@ -289,6 +305,8 @@ void respond_whole(Job& job, httplib::Response& res) {
       for (ToolCall& t : parsed.calls) choice.tool_calls.push_back(to_out(std::move(t)));
       const bool calls_only = job.prep.tool_choice != ToolChoice::kAuto;
       choice.text = calls_only && !choice.tool_calls.empty() ? "" : trim_ws(parsed.content);
+      // A bare call the model fenced leaves its fence behind: that alone is no content.
+      if (!choice.tool_calls.empty() && only_code_fences(choice.text)) choice.text.clear();
       choice.finish_reason = reason_with_tools(ch.last.finish, static_cast<int>(choice.tool_calls.size()));
     }
     choice.text_offset = echo.size();
