@@ -133,9 +133,13 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write every response here")
+    ap.add_argument("--limit", type=int, default=0,
+                    help="only the first N tool tasks and N no-tool tasks (a smoke run; the table is then not the suite's)")
     args = ap.parse_args()
     suite = json.loads(SUITE.read_text())
     tools, tasks = suite["tools"], suite["tasks"]
+    if args.limit > 0:
+        tasks = [t for t in tasks if t["expect"]][:args.limit] + [t for t in tasks if not t["expect"]][:args.limit]
     engines = args.engines.split(",")
     out, rows = [], []
     for model in args.models.split(","):

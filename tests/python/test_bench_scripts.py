@@ -3,6 +3,7 @@ rotated round by round) and scripts/bench_vs_llamacpp.py --no-peer (a build
 against the one before it, without llama.cpp). One short round each on the
 default model: the tables come out with one row per binary or test, the
 ratios are paired, and a test bench-forward does not print is a clear error."""
+import json
 import re
 import subprocess
 import sys
@@ -68,3 +69,31 @@ def test_bench_vs_llamacpp_takes_model_files(repo_root, engine_path, model_path)
     assert re.search(rf"^\| {re.escape(label)} \| prefill 16 \| 1 \| [\d.]+ \|$", r.stdout, re.M), r.stdout
     r = run(repo_root, ["scripts/bench_vs_llamacpp.py", "--no-peer", "--models", "/nonexistent/x.gguf"])
     assert r.returncode != 0 and "/nonexistent/x.gguf missing" in r.stderr, r.stderr
+
+
+def test_bench_tool_calls_judges_and_runs(repo_root, engine_path, model_path):
+    """scripts/bench_tool_calls.py: the judge's rules on made-up responses,
+    then a smoke run through agentkv alone (SmolLM2 makes no calls)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("btc", repo_root / "scripts" / "bench_tool_calls.py")
+    btc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(btc)
+    suite = json.loads((repo_root / "tools" / "tool_suite" / "tasks.json").read_text())
+    tools = suite["tools"]
+    task = next(t for t in suite["tasks"] if t["id"] == "t01")
+
+    def resp(*calls):
+        return {"choices": [{"message": {"tool_calls": [
+            {"function": {"name": n, "arguments": a}} for n, a in calls]}}]}
+    assert btc.judge(task, tools, resp(("get_weather", '{"city": "Paris"}'))) == (True, True, True)
+    assert btc.judge(task, tools, resp(("get_time", '{"timezone": "UTC"}'))) == (True, True, False)
+    assert btc.judge(task, tools, resp(("get_weather", '{"town": "Paris"}'))) == (True, False, False)
+    assert btc.judge(task, tools, resp(("send_email", "{}"))) == (True, False, False)
+    assert btc.judge(task, tools, {"error": "HTTP 400"}) == (False, False, False)
+    assert btc.sign_test(0, 0) == 1.0 and abs(btc.sign_test(10, 0) - 2 / 1024) < 1e-12
+    assert len([t for t in suite["tasks"] if t["expect"]]) >= 20
+    r = subprocess.run([sys.executable, str(repo_root / "scripts" / "bench_tool_calls.py"), "--engines", "agentkv",
+                        "--limit", "1", "--max-tokens", "16", "--models", str(model_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "| SmolLM2-135M-Instruct.Q4_1.gguf | agentkv | 0/1 |" in r.stdout, r.stdout
