@@ -5,9 +5,10 @@
 # $AGENTKV_JINJA_DIR (default ~/.cache/agentkv/jinja-VER): src/ holds those
 # sources, patched with scripts/jinja.patch (agentkv's own: a render budget,
 # so that a template that loops or recurses ends in an error, and input
-# marking kept through split() and tojson); stub/ the one ggml.h macro they
-# use. CMake compiles them into the build (src/tokenizer/CMakeLists.txt), so
-# the ASan and fuzz builds instrument them too. templates/ gets the sdist's
+# marking kept through split(), join() and tojson); stub/ the one ggml.h
+# macro they use. CMake compiles them into the build
+# (src/tokenizer/CMakeLists.txt), so the ASan and fuzz builds instrument
+# them too. templates/ gets the sdist's
 # models/templates/*.jinja (72 real models' chat templates), for
 # tests/python/test_chat_template.py.
 # Idempotent: nothing is done when the patched sources are there. Seconds.
@@ -23,7 +24,7 @@ PATCH=$PWD/scripts/jinja.patch
 say() { echo "[setup_jinja] $*"; }
 die() { echo "[setup_jinja] error: $*" >&2; exit 1; }
 case ${1:-} in
-  -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 
 # The patch is part of what is built: a new one refetches.
