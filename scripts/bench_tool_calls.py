@@ -27,68 +27,38 @@ jsonschema package from .venv (scripts/setup.sh).
 import argparse
 import json
 import os
-import re
-import socket
-import subprocess
 import sys
-import threading
 import time
-import urllib.request
+import urllib.error
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from peer_server import Server, free_port  # noqa: E402
+
 SUITE = ROOT / "tools" / "tool_suite" / "tasks.json"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_engine(kind, model, threads):
+    """agentkv serve (kind agentkv or agentkv-strict) or llama-server --jinja on the file."""
+    port = free_port()
+    if kind.startswith("agentkv"):
+        cmd = [str(ROOT / "build/agentkv"), "serve", "-m", str(model), "--host", "127.0.0.1", "--port",
+               str(port), "--threads", str(threads), "--max-model-len", "4096"]
+        if kind == "agentkv-strict":
+            cmd.append("--no-bare-tool-calls")
+    else:
+        bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
+        cmd = [str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+               "-t", str(threads), "-c", "4096", "-np", "1", "--jinja", "--no-webui"]
+    return Server(cmd, f"http://127.0.0.1:{port}")
 
 
-class Engine:
-    def __init__(self, kind, model, threads):
-        self.kind, port = kind, free_port()
-        if kind.startswith("agentkv"):
-            cmd = [str(ROOT / "build/agentkv"), "serve", "-m", str(model), "--host", "127.0.0.1", "--port",
-                   str(port), "--threads", str(threads), "--max-model-len", "4096"]
-            if kind == "agentkv-strict":
-                cmd.append("--no-bare-tool-calls")
-        else:
-            bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
-            cmd = [str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                   "-t", str(threads), "-c", "4096", "-np", "1", "--jinja", "--no-webui"]
-        self.log = []
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-        threading.Thread(target=lambda: [self.log.append(line) for line in self.proc.stderr], daemon=True).start()
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{kind} exited: {b''.join(self.log[-20:]).decode(errors='replace')}")
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise SystemExit(f"{kind} did not become healthy")
-
-    def chat(self, body):
-        req = urllib.request.Request(self.url + "/v1/chat/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=600) as r:
-                return json.load(r)
-        except urllib.error.HTTPError as e:
-            return {"error": f"HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"}
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+def chat(server, body):
+    try:
+        return server.post("/v1/chat/completions", body)
+    except urllib.error.HTTPError as e:
+        return {"error": f"HTTP {e.code}: {e.read()[:300].decode(errors='replace')}"}
 
 
 def sign_test(a, b):
@@ -143,7 +113,7 @@ def main():
     engines = args.engines.split(",")
     out, rows = [], []
     for model in args.models.split(","):
-        started = {e: Engine(e, model, args.threads) for e in engines}
+        started = {e: start_engine(e, model, args.threads) for e in engines}
         try:
             res = {e: {} for e in engines}
             for i, task in enumerate(tasks):
@@ -153,7 +123,7 @@ def main():
                             "tools": [tools[t] for t in task["tools"]], "tool_choice": "auto",
                             "temperature": 0, "max_tokens": args.max_tokens}
                     t0 = time.monotonic()
-                    resp = started[e].chat(body)
+                    resp = chat(started[e], body)
                     res[e][task["id"]] = judge(task, tools, resp)
                     out.append({"model": Path(model).name, "engine": e, "task": task["id"],
                                 "seconds": round(time.monotonic() - t0, 2), "judged": res[e][task["id"]],
