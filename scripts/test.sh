@@ -99,10 +99,11 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # vLLM's KV event classes, which only test_kv_events.py reads: fetched
   # here, not by scripts/setup.sh before the demo (a no-op once cached).
   scripts/setup_vllm_events.sh
-  # The smallest real model beyond SmolLM2, for the chat-template and
-  # tool-call tests on Qwen2.5 (issue 51): 491 MB, fetched once per machine
-  # and then copied from ~/.cache/agentkv/models (scripts/get_model.sh).
-  scripts/get_model.sh qwen2.5-coder-0.5b
+  # The smallest real models beyond SmolLM2, for the chat-template and
+  # tool-call tests on Qwen2.5 and the Gemma 3 logits tests (issue 51): 491
+  # and 253 MB, fetched once per machine and then copied from
+  # ~/.cache/agentkv/models (scripts/get_model.sh).
+  scripts/get_model.sh qwen2.5-coder-0.5b gemma3-270m
   .venv/bin/python -m pytest -q tests/python
   done_stage "python checks"
 fi

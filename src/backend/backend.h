@@ -88,7 +88,9 @@ struct LrAttention {
 // its KV blocks are block_ids[block_indptr[s] .. block_indptr[s+1]); KV position
 // j of the sequence lives in block j / block_size, slot j % block_size.
 // A row at position p attends causally to KV positions 0..p (which must all be
-// written before the call, including the row's own K/V).
+// written before the call, including the row's own K/V), or with a sliding
+// window W > 0 to positions max(0, p - W + 1)..p only (Gemma's local layers;
+// llama.cpp's LLAMA_SWA_TYPE_STANDARD: key j is masked when p - j >= W).
 struct AttentionPlan {
   int32_t n_seqs = 0;
   const int32_t* row_indptr = nullptr;    // [n_seqs + 1]
@@ -108,7 +110,14 @@ struct AttentionPlan {
   int64_t colsum_stride = 0;             // >= the longest row_pos + 1
   // Optional: sequences whose V has a low-rank part (LRAgent), or nullptr.
   const LrAttention* lr = nullptr;
+  // Sliding window in positions (see above); 0: every key up to the row's own.
+  int32_t window = 0;
 };
+
+// The first key position a query at `pos` sees under `window` (0: none).
+inline int32_t attention_key_begin(int32_t pos, int32_t window) {
+  return window > 0 && pos >= window ? pos - window + 1 : 0;
+}
 
 // A weight matrix kept in its file's block format: n rows of k elements, each
 // row row_bytes long, in ggml type `type` (the on-disk id, e.g. 3 = q4_1).
@@ -193,6 +202,11 @@ class backend_i {
   // out[i] = silu(gate[i]) * up[i] for i < n. out may alias gate.
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
 
+  // out[i] = gelu_tanh(gate[i]) * up[i] for i < n (GeGLU: Gemma's FFN, HF's
+  // gelu_pytorch_tanh), gelu_tanh(x) = x / 2 * (1 + tanh(sqrt(2/pi) * (x +
+  // 0.044715 x^3))). out may alias gate.
+  virtual void geglu(const float* gate, const float* up, float* out, int64_t n) = 0;
+
   // Whether matmul_quant handles this ggml type id.
   virtual bool supports_quant(uint32_t type) const = 0;
   // A copy of w laid out for this backend's kernels, made once (at load),
@@ -259,17 +273,19 @@ class backend_i {
 
   // Attention mass each key of ONE sequence receives from a subset of its
   // query rows (selection hooks: SparseX Sparse-Q scores, SCHEMES.md §2.1):
-  //   colsum[j] = sum_i sum_h softmax(q[i, h] K_{h/group}^T * scale over keys 0..q_pos[i])[j]
+  //   colsum[j] = sum_i sum_h softmax(q[i, h] K_{h/group}^T * scale over keys b_i..q_pos[i])[j]
   // for j < n_keys, over all n_heads query heads (GQA as in attention); a
   // query adds nothing to keys after its position. q: [n_q, n_heads,
   // head_dim] after RoPE, rows at any positions, each < n_keys; key j lives
   // at slot j % block_size of block blocks[j / block_size], n_keys <=
   // n_blocks * block_size. colsum [n_keys] is overwritten. q·k follows
   // dot_tile.h's order and the sums a fixed order (heads, then queries as
-  // given), so the result does not depend on the thread count.
+  // given), so the result does not depend on the thread count. b_i =
+  // attention_key_begin(q_pos[i], window): a query adds nothing to keys
+  // outside its sliding window either.
   virtual void attention_colsum(const float* q, const int32_t* q_pos, int64_t n_q, int32_t n_heads,
                                 const int32_t* blocks, int32_t n_blocks, int32_t n_keys,
-                                const KvLayerView& kv, float scale, float* colsum) = 0;
+                                const KvLayerView& kv, float scale, float* colsum, int32_t window = 0) = 0;
 };
 
 std::unique_ptr<backend_i> backend_cpu_init(const BackendConfig& cfg);

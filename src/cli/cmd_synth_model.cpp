@@ -30,6 +30,7 @@ SynthModelConfig zeroed() {
   SynthModelConfig c;
   c.n_layers = c.d_model = c.n_heads = c.n_kv_heads = c.ffn_dim = 0;
   c.init_std = 0;
+  c.rope_freq_base = 0;
   return c;
 }
 
@@ -56,6 +57,13 @@ void run(const SynthArgs& a) {
   if (a.over.head_dim > 0) c.head_dim = a.over.head_dim;
   if (a.over.ffn_dim > 0) c.ffn_dim = a.over.ffn_dim;
   if (a.over.n_vocab > 0) c.n_vocab = a.over.n_vocab;
+  if (a.over.rope_freq_base > 0) c.rope_freq_base = a.over.rope_freq_base;
+  c.sliding_window = a.over.sliding_window;
+  c.swa_pattern = a.over.swa_pattern;
+  c.rope_freq_base_local = a.over.rope_freq_base_local;
+  if (c.arch != "gemma3" && c.sliding_window > 0) {
+    return fail(make_error(ErrorCode::kInvalidArgument, "--sliding-window is for --arch gemma3"));
+  }
   if (a.untied == 1) c.tied_embeddings = false;
   c.seed = a.seed;
   if (a.over.init_std > 0) c.init_std = a.over.init_std;
@@ -94,10 +102,14 @@ void run(const SynthArgs& a) {
 
 void register_synth_model(CLI::App& app) {
   auto a = std::make_shared<SynthArgs>();
-  CLI::App* cmd = app.add_subcommand("synth-model", "Write a random-weight Llama-family model as a GGUF file");
+  CLI::App* cmd = app.add_subcommand("synth-model", "Write a random-weight Llama-family or Gemma 3 model as a GGUF file");
   cmd->add_option("-o,--out", a->out, "output .gguf path")->required();
   cmd->add_option("--preset", a->preset, "tiny, smollm2-135m, llama-1b or llama-8b")->capture_default_str();
-  cmd->add_option("--arch", a->arch, "llama, mistral, qwen2 or qwen3");
+  cmd->add_option("--arch", a->arch, "llama, mistral, qwen2, qwen3 or gemma3");
+  cmd->add_option("--rope-base", a->over.rope_freq_base, "RoPE base (global layers; default: the preset's)");
+  cmd->add_option("--sliding-window", a->over.sliding_window, "gemma3: keys a local layer sees (0: all layers global)");
+  cmd->add_option("--swa-pattern", a->over.swa_pattern, "gemma3: one global layer in every N (default 6)");
+  cmd->add_option("--rope-base-local", a->over.rope_freq_base_local, "gemma3: local layers' RoPE base (default 10000)");
   cmd->add_option("--layers", a->over.n_layers, "number of layers");
   cmd->add_option("--d-model", a->over.d_model, "embedding width");
   cmd->add_option("--heads", a->over.n_heads, "attention heads");

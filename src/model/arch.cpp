@@ -5,11 +5,12 @@
 namespace agentkv {
 
 namespace {
-constexpr std::array<ArchInfo, 4> kArchs = {{
+constexpr std::array<ArchInfo, 5> kArchs = {{
     {Arch::kLlama, "llama", RopeStyle::kNormal, false, false},
     {Arch::kMistral, "mistral", RopeStyle::kNormal, false, false},
     {Arch::kQwen2, "qwen2", RopeStyle::kNeox, true, false},
     {Arch::kQwen3, "qwen3", RopeStyle::kNeox, false, true},
+    {Arch::kGemma3, "gemma3", RopeStyle::kNeox, false, true, true, true, FfnAct::kGeluTanh, true},
 }};
 }  // namespace
 

@@ -11,14 +11,25 @@
 
 namespace agentkv {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kGemma3 };
+
+// The gated FFN's activation: silu (SwiGLU) or tanh-approximated GELU (GeGLU).
+enum class FfnAct { kSilu, kGeluTanh };
 
 struct ArchInfo {
   Arch arch;
   std::string_view name;     // general.architecture value, also the key prefix
   RopeStyle rope_style;      // llama.cpp's convert permutes llama/mistral q,k for the normal style
   bool qkv_bias;             // q, k, v projections carry a bias (qwen2)
-  bool qk_norm;              // per-head RMSNorm of q and k before RoPE (qwen3)
+  bool qk_norm;              // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  // Gemma 3: token embeddings times sqrt(d_model); an RMSNorm on the
+  // attention output and on the FFN output before each joins the residual
+  // (post_attention_norm, post_ffw_norm); GeGLU; sliding-window layers
+  // (attention.sliding_window, one global layer in sliding_window_pattern).
+  bool embed_scale = false;
+  bool post_norms = false;
+  FfnAct ffn_act = FfnAct::kSilu;
+  bool sliding_window = false;
 };
 
 std::optional<ArchInfo> arch_lookup(std::string_view name);

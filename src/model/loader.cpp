@@ -114,6 +114,10 @@ Result<std::shared_ptr<Model>> model_load(const GgufFile& file, const LoadOption
       AKV_ASSIGN_OR_RETURN(l.q_norm, L.create(B("attn_q_norm.weight"), {s.head_dim}));
       AKV_ASSIGN_OR_RETURN(l.k_norm, L.create(B("attn_k_norm.weight"), {s.head_dim}));
     }
+    if (s.arch.post_norms) {
+      AKV_ASSIGN_OR_RETURN(l.post_attn_norm, L.create(B("post_attention_norm.weight"), {s.d_model}));
+      AKV_ASSIGN_OR_RETURN(l.post_ffn_norm, L.create(B("post_ffw_norm.weight"), {s.d_model}));
+    }
     AKV_ASSIGN_OR_RETURN(l.ffn_norm, L.create(B("ffn_norm.weight"), {s.d_model}));
     AKV_ASSIGN_OR_RETURN(l.w_gate, L.create(B("ffn_gate.weight"), {s.ffn_dim, s.d_model}));
     AKV_ASSIGN_OR_RETURN(l.w_up, L.create(B("ffn_up.weight"), {s.ffn_dim, s.d_model}));

@@ -26,6 +26,36 @@ Result<float> read_float(const GgufFile& f, const std::string& key, float def) {
   return static_cast<float>(*v);
 }
 
+// Gemma 3's local layers, as llama.cpp reads them: a window of 0 (or none)
+// makes every layer global; the pattern is a period or one flag per layer.
+Status read_sliding_window(const GgufFile& f, const std::string& p, ModelSpec& s) {
+  const std::string wkey = p + "attention.sliding_window";
+  if (!f.find(wkey)) return Status::ok();
+  AKV_ASSIGN_OR_RETURN(uint64_t w, f.get_uint(wkey));
+  if (w == 0) return Status::ok();
+  if (w > (1u << 30)) return make_error(ErrorCode::kOutOfRange, "metadata '", wkey, "' = ", w, " is out of range");
+  s.sliding_window = static_cast<int32_t>(w);
+  s.layer_local.assign(s.n_layers, 0);
+  const std::string pkey = p + "attention.sliding_window_pattern";
+  const GgufValue* pv = f.find(pkey);
+  if (pv != nullptr && pv->type == GgufType::kArray) {
+    if (pv->arr.size() != static_cast<size_t>(s.n_layers)) {
+      return make_error(ErrorCode::kParse, "metadata '", pkey, "' has ", pv->arr.size(), " flags for ", s.n_layers,
+                        " layers");
+    }
+    for (int l = 0; l < s.n_layers; ++l) s.layer_local[l] = pv->arr[l].u != 0 || pv->arr[l].i != 0;
+  } else {
+    uint64_t n = 6;
+    if (pv != nullptr) {
+      AKV_ASSIGN_OR_RETURN(n, f.get_uint(pkey));
+    }
+    for (int l = 0; l < s.n_layers; ++l) s.layer_local[l] = n == 0 || l % n < n - 1;
+  }
+  AKV_ASSIGN_OR_RETURN(s.rope_freq_base_local, read_float(f, p + "rope.freq_base_swa", 10000.0f));
+  if (!(s.rope_freq_base_local > 0)) return make_error(ErrorCode::kOutOfRange, "rope.freq_base_swa must be > 0");
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
@@ -34,7 +64,7 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
   auto arch = arch_lookup(arch_name);
   if (!arch) {
     return make_error(ErrorCode::kUnsupported, "unsupported architecture '", arch_name,
-                      "' (supported: llama, mistral, qwen2, qwen3)");
+                      "' (supported: llama, mistral, qwen2, qwen3, gemma3)");
   }
   s.arch = *arch;
   s.rope_style = arch->rope_style;
@@ -95,6 +125,16 @@ Result<ModelSpec> model_spec_from_gguf(const GgufFile& f) {
   s.tied_embeddings = f.find_tensor("output.weight") == nullptr;
   s.has_rope_freqs = f.find_tensor("rope_freqs.weight") != nullptr;
   if (s.has_rope_freqs) s.rope_scaling = RopeScalingType::kLlama3;
+  s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  if (arch->embed_scale) s.embed_scale = std::sqrt(static_cast<float>(s.d_model));
+  if (arch->arch == Arch::kGemma3 && s.n_layers == 62) {  // Gemma 3 27B (llama.cpp: LLM_TYPE_27B)
+    s.attn_scale = 1.0f / std::sqrt(static_cast<float>(s.d_model / s.n_heads));
+  }
+  AKV_ASSIGN_OR_RETURN(s.final_logit_softcap, read_float(f, p + "final_logit_softcapping", 0.0f));
+  if (s.final_logit_softcap < 0) return make_error(ErrorCode::kOutOfRange, "final_logit_softcapping must be >= 0");
+  if (arch->sliding_window) {
+    AKV_RETURN_IF_ERROR(read_sliding_window(f, p, s));
+  }
   return s;
 }
 

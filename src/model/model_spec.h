@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "format/gguf.h"
 #include "model/arch.h"
@@ -31,9 +32,24 @@ struct ModelSpec {
   float rope_freq_scale = 1.0f;  // 1 / rope.scaling.factor for linear scaling
   bool has_rope_freqs = false;   // a rope_freqs.weight tensor (Llama 3 scaling) is present
   bool tied_embeddings = false;  // no output.weight: logits use token_embd
+  // q·k scale: 1/sqrt(head_dim), except Gemma 3 27B's 1/sqrt(d_model / n_heads)
+  // (llama.cpp's f_attention_scale).
+  float attn_scale = 0.0f;
+  float embed_scale = 1.0f;      // token embeddings are multiplied by it (gemma3: sqrt(d_model))
+  // Sliding-window layers (gemma3): keys a local layer's query sees
+  // (attention.sliding_window), which layers are local (sliding_window_pattern:
+  // a period n, layer l local when l % n < n - 1, default 6; or one flag per
+  // layer), and their RoPE base (rope.freq_base_swa, default 10000).
+  int32_t sliding_window = 0;
+  std::vector<uint8_t> layer_local;  // [n_layers], empty: no local layers
+  float rope_freq_base_local = 10000.0f;
+  float final_logit_softcap = 0.0f;  // final_logit_softcapping: logits c·tanh(z/c) when > 0
 
   int32_t q_dim() const { return n_heads * head_dim; }
   int32_t kv_dim() const { return n_kv_heads * head_dim; }
+  bool is_local(int layer) const { return !layer_local.empty() && layer_local[layer] != 0; }
+  // The attention window of a layer (AttentionPlan::window): 0 on global layers.
+  int32_t layer_window(int layer) const { return is_local(layer) ? sliding_window : 0; }
 };
 
 // Reads and validates the hyper-parameters (positive sizes, heads dividing

@@ -75,6 +75,12 @@ Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, 
   w.add_uint32(a + ".rope.dimension_count", hd);
   w.add_float32(a + ".rope.freq_base", c.rope_freq_base);
   w.add_float32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  const bool gemma = a == "gemma3";
+  if (gemma && c.sliding_window > 0) {
+    w.add_uint32(a + ".attention.sliding_window", c.sliding_window);
+    if (c.swa_pattern > 0) w.add_uint32(a + ".attention.sliding_window_pattern", c.swa_pattern);
+    if (c.rope_freq_base_local > 0) w.add_float32(a + ".rope.freq_base_swa", c.rope_freq_base_local);
+  }
   for (const auto& [k, v] : vocab_from.kvs()) {
     if (k.rfind("tokenizer.", 0) == 0) w.add_kv(k, v);
   }
@@ -105,7 +111,11 @@ Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, 
     w.add_tensor(name, type, {cols, rows}, std::move(enc).value());
   };
   auto ones = [&](const std::string& name, int64_t n) {
-    w.add_tensor_f32(name, {n}, std::vector<float>(n, 1.0f));
+    std::vector<float> v(n, 1.0f);
+    if (gemma) {
+      for (auto& x : v) x += normal(rng);
+    }
+    w.add_tensor_f32(name, {n}, std::move(v));
   };
   matrix("token_embd.weight", n_vocab, c.d_model, c.type);
   ones("output_norm.weight", c.d_model);
@@ -125,9 +135,13 @@ Status synth_model_write(const SynthModelConfig& c, const GgufFile& vocab_from, 
         w.add_tensor_f32(p + n, {d}, b);
       }
     }
-    if (a == "qwen3") {
+    if (a == "qwen3" || gemma) {
       ones(p + "attn_q_norm.weight", hd);
       ones(p + "attn_k_norm.weight", hd);
+    }
+    if (gemma) {
+      ones(p + "post_attention_norm.weight", c.d_model);
+      ones(p + "post_ffw_norm.weight", c.d_model);
     }
     ones(p + "ffn_norm.weight", c.d_model);
     matrix(p + "ffn_gate.weight", c.ffn_dim, c.d_model, c.type);

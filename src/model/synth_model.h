@@ -1,5 +1,7 @@
-// Random-weight Llama-family models written as real GGUF files, for tests that
-// need no download and for benchmarks at larger shapes.
+// Random-weight Llama-family (and Gemma 3) models written as real GGUF files,
+// for tests that need no download and for benchmarks at larger shapes. Gemma
+// 3's norms are 1 + noise (the file's convention: llama.cpp's converter adds
+// the 1), so each norm's weights matter to the result.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,7 @@
 namespace agentkv {
 
 struct SynthModelConfig {
-  std::string arch = "llama";  // llama, mistral, qwen2, qwen3
+  std::string arch = "llama";  // llama, mistral, qwen2, qwen3, gemma3
   int32_t n_layers = 2;
   int32_t d_model = 64;
   int32_t n_heads = 4;
@@ -21,6 +23,12 @@ struct SynthModelConfig {
   int32_t ffn_dim = 128;
   int32_t n_vocab = 0;         // 0: the vocabulary file's size
   float rope_freq_base = 10000.0f;
+  // gemma3 only: attention.sliding_window (0: every layer global), its
+  // sliding_window_pattern period (0: not written, the reader's default 6),
+  // and rope.freq_base_swa (0: not written, default 10000).
+  int32_t sliding_window = 0;
+  int32_t swa_pattern = 0;
+  float rope_freq_base_local = 0.0f;
   bool tied_embeddings = true;
   // Matrices: f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K or q6_K
   // (see synth_matrix_type); norms and biases stay f32.

@@ -44,8 +44,10 @@ struct LayerWeights {
   DenseTensor bq;         // (n_heads * head_dim)     qwen2 only, else empty
   DenseTensor bk;         // (n_kv_heads * head_dim)  qwen2 only
   DenseTensor bv;         // (n_kv_heads * head_dim)  qwen2 only
-  DenseTensor q_norm;     // (head_dim)               qwen3 only
-  DenseTensor k_norm;     // (head_dim)               qwen3 only
+  DenseTensor q_norm;     // (head_dim)               qwen3, gemma3
+  DenseTensor k_norm;     // (head_dim)               qwen3, gemma3
+  DenseTensor post_attn_norm;  // (d_model)           gemma3: on the attention output
+  DenseTensor post_ffn_norm;   // (d_model)           gemma3: on the FFN output
   DenseTensor wo;         // (d_model, n_heads * head_dim)
   DenseTensor ffn_norm;   // (d_model)
   DenseTensor w_gate;     // (ffn_dim, d_model)

@@ -15,6 +15,11 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
   rope_.freq_base = s.rope_freq_base;
   rope_.freq_scale = s.rope_freq_scale;
   rope_.freq_factors = model_->w.rope_freqs.empty() ? nullptr : model_->w.rope_freqs.f32();
+  // llama.cpp's rope_freq_base_train_swa and rope_freq_scale_train_swa (1).
+  rope_local_ = rope_;
+  rope_local_.freq_base = s.rope_freq_base_local;
+  rope_local_.freq_scale = 1.0f;
+  rope_local_.freq_factors = nullptr;
   // The layer matrices laid out once for the backend's kernels, where it
   // keeps a layout (--prepack-weights). The output matrix is left out: its
   // products have one row per sequence, which reads the file's blocks.
@@ -65,8 +70,11 @@ void Runner::linear_pair(const float* x, int64_t R, int64_t k, const DenseTensor
 
 void Runner::embed(int32_t token, float* dst) const {
   // A packed-only table decodes the row to exactly what an f32 copy holds.
-  if (!model_->w.tok_embd.row_f32(token, dst))
-    std::fill(dst, dst + model_->spec.d_model, std::numeric_limits<float>::quiet_NaN());
+  const int64_t d = model_->spec.d_model;
+  if (!model_->w.tok_embd.row_f32(token, dst)) std::fill(dst, dst + d, std::numeric_limits<float>::quiet_NaN());
+  if (const float c = model_->spec.embed_scale; c != 1.0f) {
+    for (int64_t i = 0; i < d; ++i) dst[i] *= c;
+  }
 }
 
 Status Runner::execute(const Step& step, std::vector<float>* logits) {
@@ -150,7 +158,7 @@ void Runner::apply_copies(const Step& step) {
   }
   for (int l = 0; l < model_->spec.n_layers; ++l) {
     backend_->kv_copy_rotate(kv_->layer_view(l), copy_src_.data(), copy_dst_.data(), copy_delta_.data(), n,
-                             rope_);
+                             rope_for(l));
   }
 }
 
@@ -253,6 +261,9 @@ void Runner::output_logits(const Step& step, StepOutput* out) {
   if (n_out == 0) return;
   backend_->rms_norm(x_.data(), model_->w.output_norm.f32(), h_.data(), n_out, s.d_model, s.norm_eps);
   linear(h_.data(), model_->output_weight(), out->logits.data(), n_out, s.d_model, s.n_vocab);
+  if (const float c = s.final_logit_softcap; c > 0) {
+    for (float& z : out->logits) z = c * std::tanh(z / c);
+  }
 }
 
 void Runner::project_kv(int layer, const int64_t* wslots) {
@@ -304,7 +315,7 @@ void Runner::project_kv(int layer, const int64_t* wslots) {
     }
   }
   if (!w.k_norm.empty()) be.rms_norm(k_.data(), w.k_norm.f32(), k_.data(), n * s.n_kv_heads, s.head_dim, s.norm_eps);
-  be.rope(k_.data(), kv_pos_.data(), n, s.n_kv_heads, s.head_dim, rope_);
+  be.rope(k_.data(), kv_pos_.data(), n, s.n_kv_heads, s.head_dim, rope_for(layer));
 }
 
 const int64_t* Runner::write_slots(const Step& step, int layer) {
@@ -334,10 +345,10 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   if (!w.bq.empty()) {
     for (int64_t r = 0; r < R; ++r) be.add(w.bq.f32(), &q_[r * qd], qd);
   }
-  if (!w.q_norm.empty()) {  // qwen3: RMSNorm over each head before RoPE
+  if (!w.q_norm.empty()) {  // qwen3, gemma3: RMSNorm over each head before RoPE
     be.rms_norm(q_.data(), w.q_norm.f32(), q_.data(), R * s.n_heads, s.head_dim, s.norm_eps);
   }
-  be.rope(q_.data(), row_pos_.data(), R, s.n_heads, s.head_dim, rope_);
+  be.rope(q_.data(), row_pos_.data(), R, s.n_heads, s.head_dim, rope_for(layer));
   bool hooked = false;
   for (const LayerHook& h : step.hooks) hooked |= h.layer == layer;
   KvLayerView kv = kv_->layer_view(layer);
@@ -361,21 +372,41 @@ void Runner::layer_forward(const Step& step, int layer, StepOutput* out) {
   }
   if (any_influence_) plan_influence(step);
   if (any_lr_) plan_lr(step, layer);
-  be.attention(plan_, q_.data(), s.n_heads, kv, 1.0f / std::sqrt(static_cast<float>(s.head_dim)), att_.data());
+  plan_.window = s.layer_window(layer);
+  be.attention(plan_, q_.data(), s.n_heads, kv, s.attn_scale, att_.data());
   plan_.lr = nullptr;
   if (any_influence_) collect_influence(step, out);
-  // Wo accumulates into the residual stream, and so does its LoRA delta.
-  linear(att_.data(), w.wo, x_.data(), R, qd, s.d_model, /*accumulate=*/true);
-  apply_lora(layer, LoraTarget::kO, att_.data(), qd, x_.data(), s.d_model);
+  residual_out(layer, w.wo, w.post_attn_norm, LoraTarget::kO, att_.data(), qd, R);
 
-  // Feed-forward block: x += W_down · (silu(W_gate h) * W_up h), h = norm(x).
+  // Feed-forward block: x += W_down · (act(W_gate h) * W_up h), h = norm(x),
+  // act silu (SwiGLU) or tanh GELU (GeGLU).
   be.rms_norm(x_.data(), w.ffn_norm.f32(), h_.data(), R, s.d_model, s.norm_eps);
   linear_pair(h_.data(), R, s.d_model, w.w_gate, gate_.data(), s.ffn_dim, w.w_up, up_.data(), s.ffn_dim);
   apply_lora(layer, LoraTarget::kGate, h_.data(), s.d_model, gate_.data(), s.ffn_dim);
   apply_lora(layer, LoraTarget::kUp, h_.data(), s.d_model, up_.data(), s.ffn_dim);
-  be.swiglu(gate_.data(), up_.data(), gate_.data(), R * s.ffn_dim);
-  linear(gate_.data(), w.w_down, x_.data(), R, s.ffn_dim, s.d_model, /*accumulate=*/true);
-  apply_lora(layer, LoraTarget::kDown, gate_.data(), s.ffn_dim, x_.data(), s.d_model);
+  if (s.arch.ffn_act == FfnAct::kGeluTanh) {
+    be.geglu(gate_.data(), up_.data(), gate_.data(), R * s.ffn_dim);
+  } else {
+    be.swiglu(gate_.data(), up_.data(), gate_.data(), R * s.ffn_dim);
+  }
+  residual_out(layer, w.w_down, w.post_ffn_norm, LoraTarget::kDown, gate_.data(), s.ffn_dim, R);
+}
+
+void Runner::residual_out(int layer, const DenseTensor& w, const DenseTensor& post_norm, LoraTarget t,
+                          const float* in, int64_t k, int64_t R) {
+  const int64_t d = model_->spec.d_model;
+  if (post_norm.empty()) {
+    // The product accumulates into the residual stream, and so does its LoRA delta.
+    linear(in, w, x_.data(), R, k, d, /*accumulate=*/true);
+    apply_lora(layer, t, in, k, x_.data(), d);
+    return;
+  }
+  // Gemma: x += norm(W in + delta), the norm over the whole projection (LoRA
+  // included: PEFT adds it to the Linear's output). h_ is free by now.
+  linear(in, w, h_.data(), R, k, d);
+  apply_lora(layer, t, in, k, h_.data(), d);
+  backend_->rms_norm(h_.data(), post_norm.f32(), h_.data(), R, d, model_->spec.norm_eps);
+  backend_->add(h_.data(), x_.data(), R * d);
 }
 
 }  // namespace agentkv

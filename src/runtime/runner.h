@@ -114,7 +114,14 @@ class Runner {
   KvStorage* kv_;
   LrStorage* lr_ = nullptr;
   bool flash_lora_ = true;
-  RopeParams rope_;
+  // RoPE of the global layers and of the sliding-window ones (Gemma 3: its
+  // own base), by layer.
+  RopeParams rope_, rope_local_;
+  const RopeParams& rope_for(int layer) const { return model_->spec.is_local(layer) ? rope_local_ : rope_; }
+  // The attention block's output projection (+ its LoRA) into the residual
+  // stream, through post_attention_norm where the model has one; likewise the FFN's.
+  void residual_out(int layer, const DenseTensor& w, const DenseTensor& post_norm, LoraTarget t, const float* in,
+                    int64_t k, int64_t R);
 
   // Scratch, grown to the largest step seen, 64-byte aligned (util/
   // aligned_vector.h). Shapes for R rows:

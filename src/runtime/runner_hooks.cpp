@@ -101,7 +101,7 @@ void Runner::hook_colsums(const Step& step, const LayerHook& h, int32_t c_begin,
   if (qi > 0) {
     backend_->attention_colsum(hook_q_.data(), hook_pos_.data(), qi, s.n_heads, blocks.data(),
                                static_cast<int32_t>(blocks.size()), n_keys, kv,
-                               1.0f / std::sqrt(static_cast<float>(s.head_dim)), colsum_.data());
+                               s.attn_scale, colsum_.data(), s.layer_window(h.layer));
   }
   view->colsum = colsum_;
 }

@@ -38,6 +38,7 @@ struct ColsumCase {
   std::vector<int32_t> q_pos;
   float range = 2.0f;  // q and K uniform in [-range, range]
   double tol = kColsumTol;
+  int32_t window = 0;  // sliding window: a query at p sees keys p-window+1..p
 };
 
 struct ColsumResult {
@@ -75,25 +76,26 @@ ColsumResult check_case(const ColsumCase& c, int n_threads, std::mt19937& rng) {
   for (int64_t i = 0; i < n_q; ++i)
     for (int32_t h = 0; h < c.n_heads; ++h) {
       const int32_t g = h / group, p = c.q_pos[i];
+      const int32_t lo = c.window > 0 ? std::max(0, p - c.window + 1) : 0;
       const float* qr = &q[(size_t(i) * c.n_heads + h) * D];
-      std::vector<double> s(p + 1);
+      std::vector<double> s(p + 1, 0.0);
       double mx = -INFINITY;
-      for (int32_t j = 0; j <= p; ++j) {
+      for (int32_t j = lo; j <= p; ++j) {
         double dot = 0;
         for (int32_t d = 0; d < D; ++d) dot += double(qr[d]) * k[size_t(j) * width + g * D + d];
         s[j] = dot * scale;
         mx = std::max(mx, s[j]);
       }
       double sum = 0;
-      for (double& x : s) sum += (x = std::exp(x - mx));
-      for (int32_t j = 0; j <= p; ++j) want[j] += s[j] / sum;
+      for (int32_t j = lo; j <= p; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      for (int32_t j = lo; j <= p; ++j) want[j] += s[j] / sum;
     }
 
   KvLayerView kv{kpool.data(), vpool.data(), stride, bs, c.kv_heads, D};
   ColsumResult res;
   res.got.assign(c.n_keys, NAN);  // every entry must be written
   be->attention_colsum(q.data(), c.q_pos.data(), n_q, c.n_heads, blocks.data(), n_blocks, c.n_keys, kv, scale,
-                       res.got.data());
+                       res.got.data(), c.window);
   res.err = worst_rel_error(res.got, want);
   EXPECT_LE(res.err, c.tol);
   const int32_t last = *std::max_element(c.q_pos.begin(), c.q_pos.end());
@@ -171,6 +173,17 @@ TEST_P(ColsumTest, LargeScores) {
   c.range = 20.0f;
   c.tol = kColsumLargeScoresTol;
   run(c);
+}
+
+// A sliding window (Gemma 3's local layers): keys before a query's window get
+// nothing from it; a window of 1 puts all its mass on its own key.
+TEST_P(ColsumTest, SlidingWindow) {
+  const int32_t bs = block_size();
+  for (int32_t w : {1, 5, 40, 200}) {
+    ColsumCase c{"window " + std::to_string(w), 4, 1, 64, bs, 90, {3, 89, 17, 0, 64, 63, 31, 45, 45}};
+    c.window = w;
+    run(c);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BlockSizesThreads, ColsumTest,

@@ -1,5 +1,6 @@
 // Paged attention against contiguous attention computed in double from the
-// definition: out = softmax(q K^T * scale over KV positions 0..pos) V.
+// definition: out = softmax(q K^T * scale over KV positions 0..pos) V, or
+// over pos-W+1..pos with a sliding window W.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@ struct Case {
   std::string name;
   int32_t n_heads, kv_heads, head_dim, block_size;
   std::vector<SeqSpec> seqs;
+  int32_t window = 0;
 };
 
 // Builds the paged cache with blocks of each sequence at shuffled ids, runs the
@@ -75,26 +77,28 @@ void check_case(const Case& c, int n_threads, std::mt19937& rng, std::vector<flo
     for (int32_t r = row_indptr[si]; r < row_indptr[si + 1]; ++r)
       for (int32_t h = 0; h < c.n_heads; ++h) {
         const int32_t g = h / group, p = row_pos[r];
+        const int32_t lo = c.window > 0 ? std::max(0, p - c.window + 1) : 0;
         const float* qr = &q[(size_t(r) * c.n_heads + h) * D];
-        std::vector<double> sc(p + 1);
+        std::vector<double> sc(p + 1, 0.0);
         double mx = -INFINITY;
-        for (int32_t j = 0; j <= p; ++j) {
+        for (int32_t j = lo; j <= p; ++j) {
           double dot = 0;
           for (int32_t d = 0; d < D; ++d) dot += double(qr[d]) * ks[si][size_t(j) * width + g * D + d];
           sc[j] = dot * scale;
           mx = std::max(mx, sc[j]);
         }
         double sum = 0;
-        for (double& x : sc) sum += (x = std::exp(x - mx));
+        for (int32_t j = lo; j <= p; ++j) sum += (sc[j] = std::exp(sc[j] - mx));
         for (int32_t d = 0; d < D; ++d) {
           double o = 0;
-          for (int32_t j = 0; j <= p; ++j) o += sc[j] * vs[si][size_t(j) * width + g * D + d];
+          for (int32_t j = lo; j <= p; ++j) o += sc[j] * vs[si][size_t(j) * width + g * D + d];
           want[(size_t(r) * c.n_heads + h) * D + d] = o / sum;
         }
       }
 
   AttentionPlan plan{int32_t(c.seqs.size()), row_indptr.data(), row_pos.data(), block_indptr.data(),
                      block_ids.data()};
+  plan.window = c.window;
   KvLayerView kv{kpool.data(), vpool.data(), stride, bs, c.kv_heads, D};
   std::vector<float> out(q.size(), NAN);
   be->attention(plan, q.data(), c.n_heads, kv, scale, out.data());
@@ -206,6 +210,23 @@ TEST_P(AttentionTest, DuplicatedPositions) {
   }
 }
 
+// Sliding windows (Gemma 3's local layers, 512 there) shorter than a key tile,
+// than a chunk, and longer than one: rows whose windows start mid-tile,
+// mid-chunk and at 0, decode rows past several chunks (whose first chunks no
+// row sees) and prefill rows across chunk edges, GQA 4/1 as Gemma 3 270M.
+TEST_P(AttentionTest, SlidingWindow) {
+  const int32_t bs = block_size();
+  for (int32_t w : {1, 5, 32, 100, 512, 700}) {
+    const std::string n = " window " + std::to_string(w);
+    Case d{"decode" + n, 4, 1, 64, bs, {{1700, {1699, 1024, 600, 511, 40, 0}}, {90, {89}}, {3, {2}}}};
+    d.window = w;
+    check_case(d, threads(), rng_);
+    Case p{"prefill" + n, 9, 3, 64, bs, {{1100, iota_rows(490, 530)}, {300, iota_rows(200, 300)}}};
+    p.window = w;
+    check_case(p, threads(), rng_);
+  }
+}
+
 // Block sizes 7 and 48 divide neither a key tile (32) nor a key chunk (512):
 // tiles and chunks start mid-block, where the kernel walks its keys' (block,
 // slot) across block edges.
@@ -220,6 +241,42 @@ TEST(Attention, OneAndTwoThreadsBitwiseEqual) {
   check_case(c, 1, rng1, &out1);
   check_case(c, 2, rng2, &out2);
   EXPECT_EQ(out1, out2);
+}
+
+// Under a sliding window a row's output does not depend on the rows it is
+// batched with (whose windows start earlier or later and move the item's
+// first tile and chunk): bit for bit the same as the row alone.
+TEST(Attention, SlidingWindowRowsBitwiseAloneOrBatched) {
+  std::mt19937 rng(7);
+  const int32_t H = 4, KVH = 1, D = 64, bs = 16, L = 1400, W = 512;
+  auto k = test::random_vec(rng, size_t(L) * KVH * D, -2.0f, 2.0f);
+  auto v = test::random_vec(rng, size_t(L) * KVH * D);
+  std::vector<int32_t> blocks((L + bs - 1) / bs);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  KvLayerView kv{k.data(), v.data(), int64_t(bs) * KVH * D, bs, KVH, D};
+  const std::vector<int32_t> pos = {3, 300, 520, 700, 1023, 1399};
+  auto q = test::random_vec(rng, pos.size() * H * D, -2.0f, 2.0f);
+  auto run = [&](const std::vector<int32_t>& which, int threads) {
+    auto be = backend_cpu_init({.n_threads = threads});
+    std::vector<int32_t> rp, ri = {0, int32_t(which.size())}, bi = {0, int32_t(blocks.size())};
+    std::vector<float> qs;
+    for (int32_t i : which) {
+      rp.push_back(pos[i]);
+      qs.insert(qs.end(), q.begin() + size_t(i) * H * D, q.begin() + size_t(i + 1) * H * D);
+    }
+    AttentionPlan plan{1, ri.data(), rp.data(), bi.data(), blocks.data()};
+    plan.window = W;
+    std::vector<float> out(qs.size());
+    be->attention(plan, qs.data(), H, kv, 0.125f, out.data());
+    return out;
+  };
+  const std::vector<int32_t> all = {0, 1, 2, 3, 4, 5};
+  const auto batched = run(all, 2);
+  for (int32_t i : all) {
+    const auto alone = run({i}, 1);
+    EXPECT_TRUE(std::equal(alone.begin(), alone.end(), batched.begin() + size_t(i) * H * D))
+        << "row at position " << pos[i];
+  }
 }
 
 // Large score differences: without max subtraction exp() overflows.

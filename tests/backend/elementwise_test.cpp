@@ -1,4 +1,4 @@
-// rms_norm, swiglu, add and kv_write against plain references.
+// rms_norm, swiglu, geglu, add and kv_write against plain references.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +62,29 @@ TEST_P(ElementwiseTest, Swiglu) {
       ASSERT_NEAR(out[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-30) << "i=" << i << " gate=" << g[i];
     be_->swiglu(g.data(), u.data(), g.data(), n);  // out aliases gate
     EXPECT_TRUE(all_close(g, want, 2e-6));
+  }
+}
+
+// GeGLU against the tanh formula in double: gelu_tanh(x) = x/2 (1 + tanh(
+// sqrt(2/pi) (x + 0.044715 x^3))). The kernel's x / (1 + e^{-2u}) is the
+// same function; judged with an absolute floor where gelu itself is tiny
+// (x below about -5, where it is below 1e-6 and cancels in 1 + tanh).
+TEST_P(ElementwiseTest, Geglu) {
+  for (int64_t n : {1, 7, 8, 9, 1000, 1 << 16}) {
+    auto g = random_vec(rng_, n, -12.0f, 12.0f);
+    auto u = random_vec(rng_, n, -2.0f, 2.0f);
+    if (n > 4) g[0] = 0.0f, g[1] = -40.0f, g[2] = 40.0f, g[3] = 1e-3f;
+    std::vector<double> want(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[i];
+      want[i] = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+    }
+    std::vector<float> out(n);
+    be_->geglu(g.data(), u.data(), out.data(), n);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(out[i], want[i], 4e-6 * std::fabs(want[i]) + 1e-7) << "i=" << i << " gate=" << g[i];
+    be_->geglu(g.data(), u.data(), g.data(), n);  // out aliases gate
+    EXPECT_TRUE(std::equal(g.begin(), g.end(), out.begin()));
   }
 }
 

@@ -96,5 +96,27 @@ TEST(Rope, ParameterChangeIsNotServedFromCache) {
   }
 }
 
+// Gemma 3's layers alternate between two bases (local 10000, global 1e6):
+// the backend keeps a table for each, and a third set replaces the older.
+// Every call matches the reference and equals a fresh backend's bits.
+TEST(Rope, AlternatingParameterSets) {
+  auto be = backend_cpu_init({.n_threads = 1});
+  std::mt19937 rng(17);
+  const RopeParams local{RopeStyle::kNeox, 32, 10000.0f, nullptr, 1.0f, 1.0f};
+  const RopeParams global{RopeStyle::kNeox, 32, 1000000.0f, nullptr, 1.0f, 1.0f};
+  const RopeParams third{RopeStyle::kNeox, 32, 500.0f, nullptr, 1.0f, 1.0f};
+  const std::vector<int32_t> pos = {0, 7, 513, 2000};
+  const RopeParams* order[] = {&local, &global, &local, &global, &third, &local, &global, &third, &third};
+  for (const RopeParams* p : order) {
+    auto x = random_vec(rng, pos.size() * 2 * 32);
+    auto fresh = x;
+    auto want = ref_rope(x, pos, 2, 32, *p);
+    be->rope(x.data(), pos.data(), 4, 2, 32, *p);
+    EXPECT_TRUE(all_close(x, want, 1e-5)) << "base " << p->freq_base;
+    backend_cpu_init({.n_threads = 1})->rope(fresh.data(), pos.data(), 4, 2, 32, *p);
+    EXPECT_EQ(x, fresh) << "base " << p->freq_base;
+  }
+}
+
 }  // namespace
 }  // namespace agentkv

@@ -131,6 +131,29 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
   }
 }
 
+// Prompts longer than Gemma 3's 512-key sliding window (and than one 512-key
+// attention chunk) sharing a 900-token prefix: with the cache on, the second
+// and later requests attend over cached keys their local layers partly no
+// longer see; chunked prefill (a 96-token budget) against each prompt in one
+// step alone. Bitwise on every model (scripts/test.sh runs this suite on
+// Gemma 3 270M too).
+TEST_F(ServingExact, LongSharedPrefixPastASlidingWindow) {
+  auto alone = make(false, 64, 2048, /*max_running=*/1);
+  ASSERT_NE(alone, nullptr);
+  const std::vector<int32_t> prefix = doc(21, 900);
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 4; ++i) prompts.push_back(cat({prefix, doc(30 + i, 40 + 90 * i)}));
+  auto on = make(true, 64, 96);
+  ASSERT_NE(on, nullptr);
+  auto served = serve_all(*on, prompts, 6);
+  int32_t cached = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    cached += served[i].cached;
+    expect_same(served[i], serve_all(*alone, {prompts[i]}, 6)[0], "long request " + std::to_string(i));
+  }
+  EXPECT_GE(cached, 3 * 880) << "the later requests hit the shared prefix";
+}
+
 // --act-quant q8 keeps exactness within the mode: every q8 kernel sums a
 // block exactly, then one float order per output (matmul_q8.h). The same
 // mixed-length batch with chunked prefill, and shared prefixes with the cache

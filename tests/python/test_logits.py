@@ -203,14 +203,26 @@ def test_reference_kv_cache_matches_full_recompute(ref_model, prompt_ids):
     assert np.max(np.abs(inc - full)) <= 1e-9 * np.max(np.abs(full))
 
 
-@pytest.mark.parametrize("arch,qtype", [("llama", "q8_0"), ("mistral", "f16"), ("qwen2", "f32"), ("qwen3", "q8_0")])
+# gemma3: 3 layers with a window of 16 and one global layer in 3 (local,
+# local, global), global RoPE base 1e6 against the local default 10000, so
+# the 70-token prompt crosses the window and each layer's base matters.
+GEMMA_SYNTH = ["--sliding-window", "16", "--swa-pattern", "3", "--rope-base", "1000000"]
+
+
+@pytest.mark.parametrize("arch,qtype", [("llama", "q8_0"), ("mistral", "f16"), ("qwen2", "f32"), ("qwen3", "q8_0"),
+                                        ("gemma3", "q8_0"), ("gemma3", "f32")])
 def test_synthetic_architectures_match_reference(arch, qtype, engine_path, model_path, tmp_path):
     """Every supported architecture (NeoX RoPE, q/k/v biases, q/k norm, untied
-    output) on a small random-weight model written by `agentkv synth-model`."""
+    output; Gemma 3's scaled embeddings, post-norms, GeGLU and sliding-window
+    layers with their own RoPE base) on a small random-weight model written by
+    `agentkv synth-model`."""
     path = tmp_path / f"{arch}.gguf"
-    cmd = [str(engine_path), "synth-model", "-o", str(path), "--arch", arch, "--layers", "2", "--d-model", "128",
+    cmd = [str(engine_path), "synth-model", "-o", str(path), "--arch", arch, "--layers",
+           "3" if arch == "gemma3" else "2", "--d-model", "128",
            "--heads", "4", "--kv-heads", "2", "--ffn", "256", "--type", qtype, "--init-std", "0.1",
            "--vocab-from", str(model_path), "--seed", "3"] + (["--untied"] if arch == "mistral" else [])
+    if arch == "gemma3":
+        cmd += GEMMA_SYNTH
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     model = llama_ref.Model(str(path))
@@ -220,3 +232,26 @@ def test_synthetic_architectures_match_reference(arch, qtype, engine_path, model
     rel_err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
     print(f"{arch}/{qtype}: max rel err {rel_err:.3e}")
     assert rel_err <= REL_TOL
+
+
+def test_synthetic_gemma_window_and_bases_matter(engine_path, model_path, tmp_path):
+    """The synthetic Gemma test above can fail: the reference without the
+    window, or with the global base on every layer, is far from the engine."""
+    path = tmp_path / "gemma3.gguf"
+    cmd = [str(engine_path), "synth-model", "-o", str(path), "--arch", "gemma3", "--layers", "3", "--d-model", "128",
+           "--heads", "4",
+           "--kv-heads", "2", "--ffn", "256", "--type", "f32", "--init-std", "0.1", "--vocab-from", str(model_path),
+           "--seed", "3"] + GEMMA_SYNTH
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    model = llama_ref.Model(str(path))
+    assert model.hp.local == [True, True, False] and model.hp.window == 16
+    ids = [int(x) for x in np.random.default_rng(5).integers(0, 49152, size=70)]
+    got = run_engine(engine_path, path, ids, tmp_path / "logits.f32")
+    ref = llama_ref.forward(model, ids)
+    assert rel_err(got, ref) <= REL_TOL
+    model.hp.window = 0
+    assert rel_err(got, llama_ref.forward(model, ids)) > 100 * REL_TOL
+    model.hp.window = 16
+    model.hp.rope_base_local = model.hp.rope_base
+    assert rel_err(got, llama_ref.forward(model, ids)) > 100 * REL_TOL

@@ -13,7 +13,18 @@ Architectures (what the GGUF declares in general.architecture):
                    HF's rotate_half on the original weights.
   qwen2            NeoX RoPE: rotates (x[i], x[i + n_rot/2]); q/k/v biases.
   qwen3            NeoX RoPE; RMSNorm over each head of q and k before RoPE.
+  gemma3           NeoX RoPE and q/k norms as qwen3; embeddings times
+                   sqrt(d_model); RMSNorms on the attention and FFN outputs
+                   before each joins the residual (post_attention_norm,
+                   post_ffw_norm); GeGLU with tanh GELU; sliding-window
+                   layers (attention.sliding_window; sliding_window_pattern,
+                   period 6 by default: layer l is local when l % 6 < 5) whose
+                   query at p sees keys p-W+1..p, with their own RoPE base
+                   (rope.freq_base_swa, default 10000); the file's norm
+                   weights already hold Gemma's 1 + w. As llama.cpp's
+                   src/models/gemma3.cpp reads the same keys.
 Tied output: without output.weight the logits use token_embd.weight.
+final_logit_softcapping c, where present: logits c * tanh(z / c).
 
 Shapes: GGUFReader reports ggml `ne` order (ne[0] fastest). A Linear weight
 with ne = [in, out] is a row-major numpy array [out, in], so y = x @ W.T.
@@ -35,7 +46,7 @@ import gguf
 from gguf.quants import dequantize
 
 NORMAL_ROPE_ARCHS = {"llama", "mistral"}
-NEOX_ROPE_ARCHS = {"qwen2", "qwen3"}
+NEOX_ROPE_ARCHS = {"qwen2", "qwen3", "gemma3"}
 
 SMOLLM_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
@@ -84,6 +95,25 @@ class Hparams:
             raise ValueError(f"rope scaling {scaling!r} not supported by the reference")
         if self.n_head % self.n_head_kv:
             raise ValueError("head_count is not a multiple of head_count_kv")
+        self.gemma = arch == "gemma3"
+        self.attn_scale = 1.0 / np.sqrt(self.head_dim)
+        self.embed_scale = np.sqrt(np.float32(self.d_model)) if self.gemma else 1.0
+        self.softcap = float(a("final_logit_softcapping", 0.0))
+        self.window = 0
+        self.local = [False] * self.n_layer
+        self.rope_base_local = 10000.0
+        if self.gemma:
+            if self.n_layer == 62:  # 27B: query_pre_attn_scalar = d_model / n_head
+                self.attn_scale = 1.0 / np.sqrt(self.d_model // self.n_head)
+            self.window = int(a("attention.sliding_window", 0))
+            if self.window > 0:
+                pat = a("attention.sliding_window_pattern", 6)
+                if isinstance(pat, (list, tuple)):
+                    self.local = [bool(x) for x in pat]
+                else:
+                    n = int(pat)
+                    self.local = [n == 0 or il % n < n - 1 for il in range(self.n_layer)]
+                self.rope_base_local = float(a("rope.freq_base_swa", 10000.0))
 
 
 class Model:
@@ -128,7 +158,9 @@ class Model:
                 ("w_up", "ffn_up.weight"), ("w_down", "ffn_down.weight"))}
             for name, shape in (("attn_q.bias", (qd,)), ("attn_k.bias", (kvd,)),
                                 ("attn_v.bias", (kvd,)), ("attn_q_norm.weight", (hp.head_dim,)),
-                                ("attn_k_norm.weight", (hp.head_dim,))):
+                                ("attn_k_norm.weight", (hp.head_dim,)),
+                                ("post_attention_norm.weight", (hp.d_model,)),
+                                ("post_ffw_norm.weight", (hp.d_model,))):
                 if p + name in self.tensors:
                     L[name] = self._w(p + name, shape)
             self.layers.append(L)
@@ -166,14 +198,17 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
-def rope(x, pos, hp, rope_freqs):
-    """x: [..., T, head_dim]; pos: [T]. Rotates the first n_rot dims."""
+def rope(x, pos, hp, rope_freqs, base=None, linear=None):
+    """x: [..., T, head_dim]; pos: [T]. Rotates the first n_rot dims.
+    base/linear: a layer's own RoPE base and linear factor (Gemma's local layers)."""
     n_rot = hp.n_rot
     half = n_rot // 2
-    inv_freq = hp.rope_base ** (-np.arange(half, dtype=np.float64) * 2.0 / n_rot)
+    base = hp.rope_base if base is None else base
+    linear = hp.rope_linear if linear is None else linear
+    inv_freq = base ** (-np.arange(half, dtype=np.float64) * 2.0 / n_rot)
     if rope_freqs is not None:
         inv_freq = inv_freq / rope_freqs.astype(np.float64)
-    theta = (pos.astype(np.float64) / hp.rope_linear)[:, None] * inv_freq[None, :]  # [T, half]
+    theta = (pos.astype(np.float64) / linear)[:, None] * inv_freq[None, :]  # [T, half]
     cos, sin = np.cos(theta).astype(x.dtype), np.sin(theta).astype(x.dtype)
     out = x.copy()
     if hp.neox:
@@ -189,6 +224,11 @@ def rope(x, pos, hp, rope_freqs):
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def gelu_tanh(x):
+    """HF's gelu_pytorch_tanh (Gemma's hidden_activation)."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 Q8_ACT_TYPES = (gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1,
@@ -229,12 +269,20 @@ def forward(model, tokens, cache=None, all_positions=False, act_q8=False):
     pos = np.arange(n_past, n_past + T)
     H, Hkv, hd = hp.n_head, hp.n_head_kv, hp.head_dim
     group = H // Hkv
-    # Causal by position: query at n_past+i sees keys at positions <= n_past+i.
-    mask = np.where(np.arange(n_past + T)[None, :] <= pos[:, None], 0.0, -np.inf).astype(model.dtype)
-    scale = 1.0 / np.sqrt(hd)
+    # Causal by position: query at n_past+i sees keys at positions <= n_past+i,
+    # and on a sliding-window layer only the last `window` of them.
+    kpos = np.arange(n_past + T)[None, :]
+    mask = np.where(kpos <= pos[:, None], 0.0, -np.inf).astype(model.dtype)
+    mask_local = mask
+    if hp.window > 0:
+        mask_local = np.where((kpos <= pos[:, None]) & (pos[:, None] - kpos < hp.window), 0.0,
+                              -np.inf).astype(model.dtype)
+    scale = hp.attn_scale
 
-    x = model.tok_embd[tokens]  # [T, d]
+    x = model.tok_embd[tokens] * model.dtype.type(hp.embed_scale)  # [T, d]
     for il, L in enumerate(model.layers):
+        local = hp.local[il]
+        base, linear = (hp.rope_base_local, 1.0) if local else (None, None)
         h = rms_norm(x, L["attn_norm"], hp.eps)
         ty = L["types"]
         q = mm(h, L["wq"], ty["wq"])
@@ -250,27 +298,36 @@ def forward(model, tokens, cache=None, all_positions=False, act_q8=False):
         if "attn_q_norm.weight" in L:
             q = rms_norm(q, L["attn_q_norm.weight"], hp.eps)
             k = rms_norm(k, L["attn_k_norm.weight"], hp.eps)
-        q = rope(q, pos, hp, model.rope_freqs)
-        k = rope(k, pos, hp, model.rope_freqs)
+        q = rope(q, pos, hp, None if local else model.rope_freqs, base, linear)
+        k = rope(k, pos, hp, None if local else model.rope_freqs, base, linear)
         K, V = cache.append(il, k, v)                  # [Hkv, S, hd]
         # Query head j uses kv head j // group (GQA).
         qg = q.reshape(Hkv, group * T, hd)
-        s = (qg @ K.transpose(0, 2, 1)).reshape(Hkv, group, T, -1) * scale + mask
+        s = (qg @ K.transpose(0, 2, 1)).reshape(Hkv, group, T, -1) * scale + (mask_local if local else mask)
         s = s - s.max(axis=-1, keepdims=True)
         p = np.exp(s)
         p /= p.sum(axis=-1, keepdims=True)
         o = (p.reshape(Hkv, group * T, -1) @ V).reshape(H, T, hd)
         o = o.transpose(1, 0, 2).reshape(T, H * hd)
-        x = x + mm(o, L["wo"], ty["wo"])
+        a = mm(o, L["wo"], ty["wo"])
+        if "post_attention_norm.weight" in L:
+            a = rms_norm(a, L["post_attention_norm.weight"], hp.eps)
+        x = x + a
 
         h = rms_norm(x, L["ffn_norm"], hp.eps)
-        f = silu(mm(h, L["w_gate"], ty["w_gate"])) * mm(h, L["w_up"], ty["w_up"])
-        x = x + mm(f, L["w_down"], ty["w_down"])
+        act = gelu_tanh if hp.gemma else silu
+        f = act(mm(h, L["w_gate"], ty["w_gate"])) * mm(h, L["w_up"], ty["w_up"])
+        f = mm(f, L["w_down"], ty["w_down"])
+        if "post_ffw_norm.weight" in L:
+            f = rms_norm(f, L["post_ffw_norm.weight"], hp.eps)
+        x = x + f
 
     if not all_positions:
         x = x[-1:]
     x = rms_norm(x, model.output_norm, hp.eps)
     logits = mm(x, model.output, model.output_type)
+    if hp.softcap > 0:
+        logits = hp.softcap * np.tanh(logits / hp.softcap)
     return logits if all_positions else logits[0]
 
 

@@ -19,6 +19,14 @@
 // (batch invariance); a row inside the first chunk is reduced exactly as
 // without the split. A single long decode thus spreads over every thread.
 //
+// A sliding window (AttentionPlan::window) starts each row's keys at
+// attention_key_begin(pos): the chunks and tiles wholly before every row of
+// an item are never visited, a row's keys before its own start are masked
+// (-inf before the softmax, as the tile's tail past the row's position), and
+// a tile wholly before it adds zeros (its probabilities are set to 0 and its
+// running max and sum are left alone). Which tiles a row adds to thus still
+// depends on its own position only.
+//
 // Flash-LoRA-Attention (AttentionPlan::lr, LRAgent Alg. 1): a sequence with
 // a low-rank V part keeps a second accumulator of the LR rows' width under
 // the same probabilities and rescales, and adds scale · acc_lr · B_h^T to
@@ -53,6 +61,7 @@ struct Item {
   int32_t seq, r0, r1;  // rows [r0, r1) of sequence seq
   int32_t kvh, h0, h1;  // kv head and query heads [h0, h1)
   int32_t pmax;         // the last key any of its rows sees
+  int32_t kmin;         // the first key any of its rows sees (0 without a window)
   int32_t n_chunks;     // pmax / kChunkKeys + 1
   bool colsums;         // some row has a colsum slot (AttentionPlan::colsum_slot)
   int64_t part;         // > 1 chunk: offset of its partials in CpuBackend::attn_part_
@@ -82,6 +91,7 @@ struct Scratch {
   std::vector<float> acc;        // [nq, D] unnormalised output
   std::vector<float> m, l;       // [nq] running max and sum
   std::vector<int32_t> qpos;     // [nq]
+  std::vector<int32_t> qlo;      // [nq] the first key each query sees (sliding window)
   // Column sums (AttentionPlan::colsum): the probabilities of each tile as
   // softmax_tile left them, and the running max they are relative to.
   std::vector<float> hist;       // [nq, keys]
@@ -549,7 +559,8 @@ void finish_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, con
       const int32_t slot = plan.colsum_slot[it.r0 + qi / nh];
       if (slot < 0) continue;
       float* line = plan.colsum + (int64_t(slot) * kv.kv_heads + it.kvh) * plan.colsum_stride;
-      for (int32_t j0 = 0; j0 <= qpos[qi]; j0 += kKeys) {
+      const int32_t k0 = attention_key_begin(qpos[qi], plan.window) / kKeys * kKeys;
+      for (int32_t j0 = k0; j0 <= qpos[qi]; j0 += kKeys) {
         const int valid = std::min(kKeys, qpos[qi] - j0 + 1);
         const float f = std::exp(hist_m[size_t(qi) * n_tiles + j0 / kKeys] - m[qi]) / l[qi];
         const float* p = &hist[(size_t(qi) * n_tiles + j0 / kKeys) * kKeys];
@@ -589,10 +600,12 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   sc.m.assign(nq, -std::numeric_limits<float>::infinity());
   sc.l.assign(nq, 0.0f);
   sc.qpos.resize(nq);
+  sc.qlo.resize(nq);
   for (int qi = 0; qi < nq; ++qi) {
     int32_t r = it.r0 + qi / nh;
     int32_t h = it.h0 + qi % nh;
     sc.qpos[qi] = plan.row_pos[r];
+    sc.qlo[qi] = attention_key_begin(plan.row_pos[r], plan.window);
     const float* qr = q + (int64_t(r) * n_heads + h) * D;
     for (int d = 0; d < D; ++d) sc.qs[qi * D + d] = qr[d] * scale;
   }
@@ -630,8 +643,9 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
   }
   const bool bf16 = kv.dtype == KvDType::kBF16;
   const int64_t row_bytes = int64_t(D) * kv_dtype_bytes(kv.dtype);
-  const int32_t k_begin = chunk * kChunkKeys;
-  const int32_t k_last = std::min(it.pmax, k_begin + kChunkKeys - 1);
+  // (kmin's tile: chunks start on tile boundaries.)
+  const int32_t k_begin = std::max(chunk * kChunkKeys, it.kmin / kKeys * kKeys);
+  const int32_t k_last = std::min(it.pmax, chunk * kChunkKeys + kChunkKeys - 1);
   // Key j lives in block blocks[j / bs], slot j % bs: the tile's keys are
   // walked a block's run at a time (consecutive slots are `width` apart),
   // with one division per run instead of per key.
@@ -725,6 +739,13 @@ void run_unit(const Item& it, int32_t chunk, const AttentionPlan& plan, const fl
       if (sc.qpos[qi] < j0) continue;  // every key of the tile is in its future
       const int valid = std::min(tn, sc.qpos[qi] - j0 + 1);
       float* p = &sc.s[size_t(qi) * kKeys];
+      if (const int masked = sc.qlo[qi] - j0; masked > 0) {  // keys before the row's window
+        if (masked >= valid) {
+          std::fill(p, p + valid, 0.0f);  // all of them: P·V below adds zeros
+          continue;
+        }
+        std::fill(p, p + masked, -std::numeric_limits<float>::infinity());
+      }
       float m_new, sum;
       if (wide) {
         cpu::wide_softmax_tile(p, valid, sc.m[qi], &m_new, &sum);
@@ -827,15 +848,16 @@ void merge_item(const Item& it, const AttentionPlan& plan, int32_t n_heads, cons
     const int32_t pos = plan.row_pos[it.r0 + qi / nh];
     sc.qpos[qi] = pos;
     const int32_t seen = pos / kChunkKeys + 1;  // chunks this query reaches
+    const int32_t first = attention_key_begin(pos, plan.window) / kChunkKeys;  // and the first of them
     float m = -std::numeric_limits<float>::infinity();
-    for (int32_t c = 0; c < seen; ++c) m = std::max(m, po.part[(int64_t(c) * nq + qi) * pf]);
+    for (int32_t c = first; c < seen; ++c) m = std::max(m, po.part[(int64_t(c) * nq + qi) * pf]);
     float* acc = &sc.acc[size_t(qi) * D];
     float* acc_lr = sc.acc_lr.data() + size_t(qi) * R;
     float l = 0.0f;
-    for (int32_t c = 0; c < seen; ++c) {
+    for (int32_t c = first; c < seen; ++c) {
       const float* pq = po.part + (int64_t(c) * nq + qi) * pf;
       const float f = std::exp(pq[0] - m);
-      if (c == 0) {
+      if (c == first) {
         l = pq[1] * f;
         for (int d = 0; d < D; ++d) acc[d] = pq[2 + d] * f;
         for (int k = 0; k < R; ++k) acc_lr[k] = pq[2 + D + k] * f;
@@ -912,16 +934,17 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   for (int32_t s = 0; s < plan.n_seqs; ++s) {
     for (int32_t r0 = plan.row_indptr[s]; r0 < plan.row_indptr[s + 1]; r0 += rows_per_item) {
       int32_t r1 = std::min(plan.row_indptr[s + 1], r0 + rows_per_item);
-      int32_t pmax = 0;
+      int32_t pmax = 0, kmin = std::numeric_limits<int32_t>::max();
       bool colsums = false;
       for (int32_t r = r0; r < r1; ++r) {
         pmax = std::max(pmax, plan.row_pos[r]);
+        kmin = std::min(kmin, attention_key_begin(plan.row_pos[r], plan.window));
         colsums |= plan.colsum_slot != nullptr && plan.colsum_slot[r] >= 0;
       }
       for (int32_t kvh = 0; kvh < kv.kv_heads; ++kvh)
         for (int32_t h0 = kvh * group; h0 < (kvh + 1) * group; h0 += heads_per_item)
           items.push_back(
-              {s, r0, r1, kvh, h0, h0 + heads_per_item, pmax, pmax / kChunkKeys + 1, colsums, -1, -1});
+              {s, r0, r1, kvh, h0, h0 + heads_per_item, pmax, kmin, pmax / kChunkKeys + 1, colsums, -1, -1});
     }
   }
 
@@ -974,9 +997,11 @@ void CpuBackend::attention(const AttentionPlan& plan, const float* q, int32_t n_
   for (int32_t c = 0; c < max_chunks; ++c)
     for (int32_t i = 0; i < int32_t(items.size()); ++i) {
       const Item& it = items[i];
-      if (c < it.n_chunks)
-        units.push_back(
-            {i, c, (std::min(it.pmax, (c + 1) * kChunkKeys - 1) - c * kChunkKeys + 1) * (it.r1 - it.r0)});
+      // (Chunks wholly before every row's window are not run: no row reads them.)
+      if (c < it.n_chunks && c >= it.kmin / kChunkKeys)
+        units.push_back({i, c,
+                         (std::min(it.pmax, (c + 1) * kChunkKeys - 1) - std::max(c * kChunkKeys, it.kmin) + 1) *
+                             (it.r1 - it.r0)});
     }
   for (int32_t i = 0; i < int32_t(items.size()); ++i) {
     Item& it = items[i];

@@ -31,10 +31,12 @@ namespace {
 constexpr int64_t kBatchFloats = int64_t(1) << 22;
 
 // out[j] = sum over the query heads r < group of qg (in order) of
-// softmax_j(qg[r] · k_j * scale) for keys j <= pos of kv head g.
-// qg: [group, D] the item's query heads; sc, kw: scratch.
-void item_row(const float* qg, int32_t group, int32_t pos, const int32_t* blocks, const KvLayerView& kv,
-              int32_t g, float scale, std::vector<float>& sc, std::vector<float>& kw, float* out) {
+// softmax_j(qg[r] · k_j * scale) for keys lo <= j <= pos of kv head g, and 0
+// for j < lo (a sliding window's start). qg: [group, D] the item's query
+// heads; sc, kw: scratch.
+void item_row(const float* qg, int32_t group, int32_t lo, int32_t pos, const int32_t* blocks,
+              const KvLayerView& kv, int32_t g, float scale, std::vector<float>& sc, std::vector<float>& kw,
+              float* out) {
   const int32_t D = kv.head_dim, bs = kv.block_size;
   const int64_t width = int64_t(kv.kv_heads) * D;
   const int64_t n = int64_t(pos) + 1;
@@ -61,14 +63,15 @@ void item_row(const float* qg, int32_t group, int32_t pos, const int32_t* blocks
     float m = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j) {
       s[j] *= scale;
-      m = std::max(m, s[j]);
+      if (j >= lo) m = std::max(m, s[j]);
     }
     for (int64_t j = 0; j < n; ++j) s[j] -= m;
     cpu::exp_inplace(s, n);
+    std::fill(s, s + lo, 0.0f);
     // The denominator in double: a serial float sum of n terms may be off by
     // n * 2^-24 relative (6e-4 at 1e4 keys); beside exp it costs nothing.
     double l = 0;
-    for (int64_t j = 0; j < n; ++j) l += s[j];
+    for (int64_t j = lo; j < n; ++j) l += s[j];
     const float inv = float(1.0 / l);
     if (r == 0) {
       for (int64_t j = 0; j < n; ++j) out[j] = s[j] * inv;
@@ -82,7 +85,7 @@ void item_row(const float* qg, int32_t group, int32_t pos, const int32_t* blocks
 
 void CpuBackend::attention_colsum(const float* q, const int32_t* q_pos, int64_t n_q, int32_t n_heads,
                                   const int32_t* blocks, int32_t n_blocks, int32_t n_keys,
-                                  const KvLayerView& kv, float scale, float* colsum) {
+                                  const KvLayerView& kv, float scale, float* colsum, int32_t window) {
   if (n_keys <= 0) return;
   std::fill_n(colsum, n_keys, 0.0f);
   if (n_q <= 0) return;
@@ -107,8 +110,8 @@ void CpuBackend::attention_colsum(const float* q, const int32_t* q_pos, int64_t 
         const int64_t i = i0 + it / n_kv;
         const int32_t g = int32_t(it % n_kv);
         assert(q_pos[i] >= 0 && q_pos[i] < n_keys);
-        item_row(q + (i * n_heads + int64_t(g) * group) * D, group, q_pos[i], blocks, kv, g, scale, sc, kw,
-                 rows + it * n_keys);
+        item_row(q + (i * n_heads + int64_t(g) * group) * D, group, attention_key_begin(q_pos[i], window),
+                 q_pos[i], blocks, kv, g, scale, sc, kw, rows + it * n_keys);
       }
     };
     if (pool_.size() == 1 || n_items <= 1) {

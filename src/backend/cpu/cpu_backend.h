@@ -36,6 +36,7 @@ class CpuBackend final : public backend_i {
   void rope_delta(float* x, const int32_t* delta, int64_t rows, int32_t n_heads, int32_t head_dim,
                   const RopeParams& p) override;
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  void geglu(const float* gate, const float* up, float* out, int64_t n) override;  // swiglu.cpp
   bool supports_quant(uint32_t type) const override;  // matmul_quant.cpp
   PreparedWeights prepare_weights(const QuantMatrix& w) override;  // matmul_quant.cpp
   void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) override;
@@ -50,7 +51,7 @@ class CpuBackend final : public backend_i {
                  float scale, float* out) override;
   void attention_colsum(const float* q, const int32_t* q_pos, int64_t n_q, int32_t n_heads,
                         const int32_t* blocks, int32_t n_blocks, int32_t n_keys, const KvLayerView& kv,
-                        float scale, float* colsum) override;
+                        float scale, float* colsum, int32_t window = 0) override;
   void lora(const float* x, int64_t k, const LoraView& w, const int32_t* rows, int64_t n_rows, float* y,
             int64_t n) override;  // lora.cpp
   void lora_down(const float* x, int64_t k, const float* a, int32_t rank, const int32_t* rows, int64_t n_rows,
@@ -66,7 +67,12 @@ class CpuBackend final : public backend_i {
   ActQuant act_quant_;
   bool prepack_weights_;
   cpu::Q8Acts q8_x_;  // matmul_quant's activations when act_quant_ is kQ8
-  cpu::RopeTable rope_table_;  // cos/sin by position, reused while the RoPE parameters stay the same
+  // cos/sin by position, reused while the RoPE parameters stay the same; two,
+  // for models whose layers alternate between two sets (Gemma 3's local and
+  // global layers), picked by rope_table() in rope.cpp.
+  cpu::RopeTable rope_tables_[2];
+  int rope_table_last_ = 0;
+  cpu::RopeTable& rope_table(const RopeParams& p, int64_t max_pos);
   // lora.cpp scratch, grown to the largest call seen:
   std::vector<float> lora_x_;  // (n_rows, k)    gathered input rows
   std::vector<float> lora_t_;  // (n_rows, rank) scale · x · A^T

@@ -21,12 +21,13 @@ class RopeTable {
   void row(int64_t pos, const float** cos_out, const float** sin_out, float* scratch) const;
 
   int32_t half() const { return half_; }
+  // The table describes p (prepare would keep what it holds).
+  bool same_params(const RopeParams& p) const;
 
   static constexpr int64_t kMaxCached = int64_t(1) << 15;
 
  private:
   void compute(int64_t pos, float* cos_out, float* sin_out) const;
-  bool same_params(const RopeParams& p) const;
 
   int32_t half_ = 0;
   float freq_base_ = 0, freq_scale_ = 0, attn_factor_ = 0;

@@ -26,12 +26,16 @@ inline GgufWriter tiny_vocab_writer(int n_tokens = 300) {
 }
 
 // The small model of the runner tests: 2 layers, d_model 64, 4 heads over
-// 2 K/V heads, ffn 96, weights with std 0.08 (attention far from uniform).
+// 2 K/V heads, ffn 96, weights with std 0.08 (attention far from uniform);
+// gemma3's first layer slides an 8-key window.
 inline SynthModelConfig small_synth_config(uint32_t seed, const std::string& arch = "llama") {
   SynthModelConfig c;
   c.arch = arch;
   c.n_layers = 2, c.d_model = 64, c.n_heads = 4, c.n_kv_heads = 2, c.ffn_dim = 96, c.seed = seed;
   c.init_std = 0.08f;
+  if (arch == "gemma3") {  // layer 0 local with a window of 8 keys, layer 1 global at another RoPE base
+    c.sliding_window = 8, c.swa_pattern = 2, c.rope_freq_base = 1e6f;
+  }
   return c;
 }
 

@@ -153,7 +153,7 @@ TEST_P(RunnerAdapter, IcarusPairedDecodeEqualsSeparateStepsAndUnsharedReference)
   EXPECT_LE(max_rel_err(ls, lref), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, RunnerAdapter, ::testing::Values("llama", "mistral", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Archs, RunnerAdapter, ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma3"));
 
 TEST(RunnerAdapterErrors, BadRowsAndAdaptersAreErrors) {
   SynthModelConfig c;

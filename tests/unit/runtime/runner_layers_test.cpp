@@ -275,7 +275,7 @@ TEST_P(RunnerLayers, CopiedKvIsRotatedToItsNewPosition) {
   EXPECT_LT(worst, 1e-5);  // f32 rotation of |k| ~ 1 values: measured ~1e-7
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, RunnerLayers, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Archs, RunnerLayers, ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
 
 TEST(RunnerLayersValidation, RejectsMalformedRowsHooksAndCopies) {
   SynthModelConfig c;

@@ -159,7 +159,7 @@ TEST_P(RunnerArch, BatchedSequencesMatchEachAlone) {
   r.pool->release(*blocks);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, RunnerArch, ::testing::Values("llama", "mistral", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Archs, RunnerArch, ::testing::Values("llama", "mistral", "qwen2", "qwen3", "gemma3"));
 
 // Decode-sized steps read the packed (quantized) weights, prefill the f32
 // copies: both must give the same logits for a quantized model.
