@@ -141,7 +141,7 @@ void register_chat_template(CLI::App& app) {
   cmd->add_option("-m,--model", a->model, "GGUF model file (its tokenizer and tokenizer.chat_template)")
       ->capture_default_str();
   cmd->add_option("--chat-template", a->chat_template,
-                  "as serve's: empty for the model's own, chatml|llama3|mistral, or a .jinja file");
+                  "as serve's: empty for the model's own, chatml|llama3|mistral|gemma, or a .jinja file");
   cmd->add_option("--messages", a->messages, "the messages as a JSON array (OpenAI's shape), or @FILE")
       ->capture_default_str();
   cmd->add_option("--tools", a->tools, "the tools as a JSON array (OpenAI's shape), or @FILE");

@@ -231,7 +231,7 @@ void add_http_flags(CLI::App* cmd, ServeArgs* a) {
   server::ServerConfig& s = a->server;
   cmd->add_option("--chat-template", s.chat_template,
                   "the model file's own Jinja template by default (a built-in chatml when it has none); "
-                  "chatml, llama3 or mistral for a built-in; or the path of a .jinja file");
+                  "chatml, llama3, mistral or gemma for a built-in; or the path of a .jinja file");
   cmd->add_option(
          "--tool-format", s.tool_format,
          "how tools and calls are written: hermes, llama3 or mistral (default: the template's own when it "

@@ -146,7 +146,7 @@ Status HttpServer::attach(ServingEngine& engine) {
     return chat.status();
   } else {
     chat_error_ = "the model's chat template cannot be used (" + chat.status().message() +
-                  "); start the server with --chat-template chatml|llama3|mistral or a .jinja file";
+                  "); start the server with --chat-template chatml|llama3|mistral|gemma or a .jinja file";
   }
   tool_format_ = ToolFormat::kHermes;
   if (!cfg_.tool_format.empty()) {

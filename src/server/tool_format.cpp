@@ -13,6 +13,7 @@ ToolFormat tool_format_detect(std::string_view jinja, ChatTemplateKind kind) {
       if (has("[TOOL_CALLS]")) return ToolFormat::kMistral;
       break;
     case ChatTemplateKind::kChatml:
+    case ChatTemplateKind::kGemma:
       break;  // Qwen2.5's <tool_call> is Hermes, and so is the generic format
   }
   return ToolFormat::kHermes;

@@ -20,7 +20,7 @@ Result<std::string> read_template_file(std::string_view path, size_t max_bytes) 
   std::ifstream f{std::string(path), std::ios::binary};
   if (!f) {
     return make_error(ErrorCode::kNotFound, "--chat-template '", path,
-                      "' is neither chatml, llama3, mistral nor a readable .jinja file");
+                      "' is neither chatml, llama3, mistral, gemma nor a readable .jinja file");
   }
   std::string s;
   s.resize(max_bytes + 1);
@@ -61,8 +61,14 @@ Result<ChatRenderer> ChatRenderer::create(const Tokenizer& tok, std::string_view
     r.description_ = "the chat template in " + std::string(choice) + " (Jinja, " + with_commas(source.size()) +
                      " bytes)";
   } else if (v.chat_template.empty()) {
-    r.builtin_ = r.family_.emplace(ChatTemplateKind::kChatml);
-    r.description_ = "the built-in chatml template (the model file has no tokenizer.chat_template)";
+    // Gemma's turn markers in the vocabulary (a base Gemma 3 file has no
+    // template): its format; chatml otherwise, as llama.cpp falls back.
+    const bool gemma = tok.find_token("<start_of_turn>").has_value() && tok.find_token("<end_of_turn>").has_value();
+    const ChatTemplateKind k = gemma ? ChatTemplateKind::kGemma : ChatTemplateKind::kChatml;
+    r.builtin_ = r.family_.emplace(k);
+    r.description_ = std::string("the built-in ") + chat_template_name(k) +
+                     " template (the model file has no tokenizer.chat_template" +
+                     (gemma ? "; its vocabulary has Gemma's <start_of_turn>)" : ")");
     return r;
   } else {
     source = v.chat_template;

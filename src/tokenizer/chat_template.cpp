@@ -100,6 +100,37 @@ MarkedText apply_mistral(std::span<const ChatMessage> msgs,
   return std::move(b.out);
 }
 
+// Gemma's template (Gemma 3 IT's, without its image and tool parts): a system
+// message opens the first user turn followed by a blank line; the assistant
+// role is "model"; each turn's content is trimmed.
+MarkedText apply_gemma(std::span<const ChatMessage> msgs, bool gen) {
+  Builder b;
+  std::string system;
+  bool first = true;
+  for (const auto& m : msgs) {
+    if (m.role == "system" && first) {
+      system = std::string(trim(m.content));
+      continue;
+    }
+    b.own("<start_of_turn>");
+    if (m.role == "assistant") {
+      b.own("model");
+    } else {
+      b.input(m.role);
+    }
+    b.own("\n");
+    if (first && !system.empty()) {
+      b.input(system);
+      b.own("\n\n");
+    }
+    first = false;
+    b.input(trim(m.content));
+    b.own("<end_of_turn>\n");
+  }
+  if (gen) b.own("<start_of_turn>model\n");
+  return std::move(b.out);
+}
+
 }  // namespace
 
 Result<ChatTemplateKind> chat_template_detect(std::string_view jinja) {
@@ -107,16 +138,18 @@ Result<ChatTemplateKind> chat_template_detect(std::string_view jinja) {
   if (has("<|start_header_id|>") && has("<|eot_id|>")) return ChatTemplateKind::kLlama3;
   if (has("<|im_start|>")) return ChatTemplateKind::kChatml;
   if (has("[INST]") && has("[/INST]")) return ChatTemplateKind::kMistral;
+  if (has("<start_of_turn>")) return ChatTemplateKind::kGemma;
   return make_error(ErrorCode::kUnsupported,
-                    "unrecognised chat template; pass --chat-template chatml|llama3|mistral");
+                    "unrecognised chat template; pass --chat-template chatml|llama3|mistral|gemma");
 }
 
 Result<ChatTemplateKind> chat_template_from_name(std::string_view name) {
   if (name == "chatml") return ChatTemplateKind::kChatml;
   if (name == "llama3") return ChatTemplateKind::kLlama3;
   if (name == "mistral") return ChatTemplateKind::kMistral;
+  if (name == "gemma") return ChatTemplateKind::kGemma;
   return make_error(ErrorCode::kInvalidArgument, "unknown chat template '", name,
-                    "'; expected chatml, llama3 or mistral");
+                    "'; expected chatml, llama3, mistral or gemma");
 }
 
 const char* chat_template_name(ChatTemplateKind kind) {
@@ -127,6 +160,8 @@ const char* chat_template_name(ChatTemplateKind kind) {
       return "llama3";
     case ChatTemplateKind::kMistral:
       return "mistral";
+    case ChatTemplateKind::kGemma:
+      return "gemma";
   }
   return "?";
 }
@@ -145,6 +180,8 @@ MarkedText chat_template_apply_marked(ChatTemplateKind kind, std::span<const Cha
       return apply_llama3(msgs, add_generation_prompt);
     case ChatTemplateKind::kMistral:
       return apply_mistral(msgs, add_generation_prompt);
+    case ChatTemplateKind::kGemma:
+      return apply_gemma(msgs, add_generation_prompt);
   }
   return {};
 }

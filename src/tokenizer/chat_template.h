@@ -22,11 +22,12 @@ enum class ChatTemplateKind {
   kChatml,   // <|im_start|>role\n...<|im_end|>\n (SmolLM2, Qwen); SmolLM2's default system prompt
   kLlama3,   // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
   kMistral,  // [INST] user [/INST]assistant</s> (Mistral v1 / Llama 2 style)
+  kGemma,    // <start_of_turn>user\n...<end_of_turn>\n, assistant as "model", system folded into the first user turn
 };
 
 // Recognises the family from tokenizer.chat_template (distinctive markers).
 Result<ChatTemplateKind> chat_template_detect(std::string_view jinja);
-// "chatml", "llama3" or "mistral".
+// "chatml", "llama3", "mistral" or "gemma".
 Result<ChatTemplateKind> chat_template_from_name(std::string_view name);
 const char* chat_template_name(ChatTemplateKind kind);
 

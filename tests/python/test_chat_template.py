@@ -329,3 +329,36 @@ def test_qwen_serves_a_tool_call_through_its_template(serve_binary):
         assert status == 200, body
     finally:
         assert s.stop(timeout=60) == 0
+
+
+def test_builtin_gemma_renders_what_gemmas_template_renders(engine_path):
+    """A Gemma file without a template (Gemma 3 270M is a base model) gets the
+    built-in gemma format: on every corpus conversation of plain user and
+    assistant turns it equals jinja2's rendering of Gemma 2 IT's template
+    (llama.cpp's models/templates; Gemma 3 IT's renders these the same, and
+    adds the system folding the built-in also does, checked on one case)."""
+    import chat_template_ref as ref
+    gemma = MODELS / "gemma-3-270m-q4_k_m.gguf"
+    if not gemma.exists():
+        pytest.skip(f"{gemma} missing (scripts/get_model.sh gemma3-270m)")
+    src = (JINJA_DIR / "templates" / "google-gemma-2-2b-it.jinja").read_text(encoding="utf-8")
+    checked = 0
+    for conv in _conversations():
+        msgs = conv["messages"]
+        if conv.get("tools") or not all(m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+                                        and not m.get("tool_calls") for m in msgs):
+            continue
+        if not msgs or msgs[0]["role"] != "user":
+            continue
+        gen = conv.get("add_generation_prompt", True)
+        r = subprocess.run([str(engine_path), "chat-template", "-m", str(gemma), "--messages", json.dumps(msgs),
+                            "--spans"] + ([] if gen else ["--no-generation-prompt"]), capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert "built-in gemma template" in r.stderr
+        assert json.loads(r.stdout)["text"] == ref.render(src, msgs, add_generation_prompt=gen), conv.get("name")
+        checked += 1
+    assert checked >= 3
+    sys_msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    r = subprocess.run([str(engine_path), "chat-template", "-m", str(gemma), "--messages", json.dumps(sys_msgs),
+                        "--spans"], capture_output=True, text=True, timeout=120)
+    assert json.loads(r.stdout)["text"] == "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
