@@ -127,6 +127,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", help="write every comparison here")
     ap.add_argument("--tokens-out", help="write llama.cpp's ids of the corpus (BOS added) here, for one model")
+    ap.add_argument("--llama-base", default="", metavar="ARGS",
+                    help="extra arguments of the llama-server every candidate is compared with (default: none)")
     ap.add_argument("--reference", action="store_true",
                     help="also compare tools/reference/llama_ref.py's float64 forward pass (no tokenizer row)")
     ap.add_argument("--llama-alt", action="append", default=[], metavar="ARGS",
@@ -140,7 +142,7 @@ def main():
     rows, dump = [], []
     for model in args.models.split(","):
         name = Path(model).name
-        ref = llama(model, args.threads)
+        ref = llama(model, args.threads, args.llama_base.split())
         try:
             if args.tokens_out:
                 texts = [{"text": t, "ids": ref.post("/tokenize", {"content": t, "add_special": True,
@@ -152,7 +154,8 @@ def main():
                      "texts": texts}, indent=1, ensure_ascii=False) + "\n")
             cands = [("agentkv --act-quant " + m, lambda m=m: agentkv(model, m, args.threads), akv_tokens, akv_top)
                      for m in args.act_quant.split(",") if m]
-            cands += [("llama.cpp " + x, lambda x=x: llama(model, args.threads, x.split()), llama_tokens, llama_top)
+            cands += [("llama.cpp " + (x or "(default flags)"), lambda x=x: llama(model, args.threads, x.split()),
+                       llama_tokens, llama_top)
                       for x in args.llama_alt]
             if args.reference:
                 cands.append(("float64 reference", lambda: Reference(model, ref), None, lambda r, ids, n: r.top(ids, n)))
@@ -191,7 +194,8 @@ def main():
                     a.stop()
         finally:
             ref.stop()
-    print("| model | against llama-server (default flags) | tokenizer ids identical | top-1 agrees | top-5 median max abs d logprob "
+    base = f"llama-server {args.llama_base}" if args.llama_base else "llama-server (default flags)"
+    print(f"| model | against {base} | tokenizer ids identical | top-1 agrees | top-5 median max abs d logprob "
           "| worst | 32-token greedy identical | parted at |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:

@@ -74,7 +74,8 @@ TEST_F(AdapterExact, AdapterRowsEqualMergedModel) {
     for (int i = 0; i < 4; ++i) testing::step_together(*rig, {q}, {1});
   }
   const double err = max_rel_err(a.logits, m.logits);
-  std::printf("[ adapter vs merged ] SmolLM2: max relative logit error %.3g (adapter vs base %.3g)\n", err,
+  std::printf("[ adapter vs merged ] %s: max relative logit error %.3g (adapter vs base %.3g)\n",
+              std::filesystem::path(model_path()).filename().c_str(), err,
               max_rel_err(a.logits, base.logits));
   EXPECT_LE(err, 1e-4);
   EXPECT_GT(max_rel_err(a.logits, base.logits), 1e-3);
@@ -143,7 +144,8 @@ TEST_F(AdapterExact, IcarusPairedDecodeEqualsSeparateStepsAndUnsharedReference) 
     lref.insert(lref.end(), out.begin(), out.end());
   }
   const double e_split = max_rel_err(lp, ls), e_ref = max_rel_err(lp, lref);
-  std::printf("[ icarus paired ] SmolLM2: vs split steps %.3g, vs unshared reference %.3g\n", e_split, e_ref);
+  std::printf("[ icarus paired ] %s: vs split steps %.3g, vs unshared reference %.3g\n",
+              std::filesystem::path(model_path()).filename().c_str(), e_split, e_ref);
   EXPECT_EQ(lp, ls) << "paired vs split steps must be bitwise equal";
   EXPECT_LE(e_ref, 1e-4);
   EXPECT_LE(max_rel_err(ls, lref), 1e-4);
