@@ -328,7 +328,11 @@ TEST_F(ServingExact, BackgroundRequestIsExactAndGivesWayUnderPressure) {
   for (const int32_t reserve : {0, ServingOptions{}.background_reserve}) {
     SCOPED_TRACE("background_reserve " + std::to_string(reserve));
     ASSERT_GT(ServingOptions{}.background_reserve, 0);
-    auto small = make(/*prefix_caching=*/true, /*kv_mb=*/4, 256, 64, "f32", reserve);
+    // A step budget above the foreground prompt, so that it is admitted
+    // whole or not at all: with 256 it was admitted in chunks where the pool
+    // holds more tokens than 4 MB of SmolLM2's K/V (Qwen2.5-0.5B's: 340), and,
+    // the only user request left, took the background request's blocks.
+    auto small = make(/*prefix_caching=*/true, /*kv_mb=*/4, 2048, 64, "f32", reserve);
     ASSERT_TRUE(small);
     const int64_t pool_tokens = small->stats().kv_blocks_total * 16;
     ASSERT_GE(pool_tokens, 128);
