@@ -237,10 +237,13 @@ TEST(ChatTemplate, DetectionAndNames) {
   EXPECT_EQ(*chat_template_detect("{{ '<|im_start|>' + message['role'] }}"), ChatTemplateKind::kChatml);
   auto bad = chat_template_detect("{{ messages }}");
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_EQ(bad.status().message(), "unrecognised chat template; pass --chat-template chatml|llama3|mistral");
+  EXPECT_EQ(bad.status().message(), "unrecognised chat template; pass --chat-template chatml|llama3|mistral|gemma");
+  EXPECT_EQ(*chat_template_detect("{{ '<start_of_turn>' + role }}"), ChatTemplateKind::kGemma);
   EXPECT_FALSE(chat_template_detect("").is_ok());
   EXPECT_EQ(*chat_template_from_name("llama3"), ChatTemplateKind::kLlama3);
   EXPECT_EQ(*chat_template_from_name("mistral"), ChatTemplateKind::kMistral);
+  EXPECT_EQ(*chat_template_from_name("gemma"), ChatTemplateKind::kGemma);
+  EXPECT_STREQ(chat_template_name(ChatTemplateKind::kGemma), "gemma");
   EXPECT_FALSE(chat_template_from_name("vicuna").is_ok());
 }
 
