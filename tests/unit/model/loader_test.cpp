@@ -15,6 +15,21 @@ namespace {
 using testing::tiny_vocab_writer;
 using testing::write_synth_model;
 
+// A header with the hyper-parameters model_spec_from_gguf needs and a zero
+// embedding of the tiny vocabulary (300 rows).
+GgufWriter spec_writer(const std::string& arch, uint32_t layers, uint32_t d, uint32_t ffn, uint32_t heads,
+                       uint32_t kv_heads) {
+  GgufWriter w = tiny_vocab_writer();
+  w.add_string("general.architecture", arch);
+  w.add_uint32(arch + ".block_count", layers);
+  w.add_uint32(arch + ".embedding_length", d);
+  w.add_uint32(arch + ".feed_forward_length", ffn);
+  w.add_uint32(arch + ".attention.head_count", heads);
+  w.add_uint32(arch + ".attention.head_count_kv", kv_heads);
+  w.add_tensor_f32("token_embd.weight", {d, 300}, std::vector<float>(size_t(d) * 300));
+  return w;
+}
+
 TEST(ModelSpec, ReadsHyperParametersOfEachArch) {
   for (std::string arch : {"llama", "mistral", "qwen2", "qwen3", "gemma3"}) {
     SynthModelConfig c;
@@ -187,14 +202,7 @@ TEST(ModelLoader, UnsupportedTypeIsNamed) {
 // 10000), sqrt(d_model) on the embeddings, and the post-norm tensors.
 TEST(ModelSpec, Gemma3SlidingWindowLayers) {
   auto spec_of = [](const std::function<void(GgufWriter&)>& extra) {
-    GgufWriter w = tiny_vocab_writer();
-    w.add_string("general.architecture", "gemma3");
-    w.add_uint32("gemma3.block_count", 7);
-    w.add_uint32("gemma3.embedding_length", 16);
-    w.add_uint32("gemma3.feed_forward_length", 32);
-    w.add_uint32("gemma3.attention.head_count", 2);
-    w.add_uint32("gemma3.attention.head_count_kv", 1);
-    w.add_tensor_f32("token_embd.weight", {16, 300}, std::vector<float>(16 * 300));
+    GgufWriter w = spec_writer("gemma3", 7, 16, 32, 2, 1);
     extra(w);
     auto bytes = w.to_bytes();
     auto f = GgufFile::parse(bytes);
@@ -248,14 +256,7 @@ TEST(ModelSpec, UnknownArchitectureIsAClearError) {
 }
 
 TEST(ModelSpec, HeadsMustDivideEvenly) {
-  GgufWriter w = tiny_vocab_writer();
-  w.add_string("general.architecture", "llama");
-  w.add_uint32("llama.block_count", 1);
-  w.add_uint32("llama.embedding_length", 12);
-  w.add_uint32("llama.feed_forward_length", 16);
-  w.add_uint32("llama.attention.head_count", 3);
-  w.add_uint32("llama.attention.head_count_kv", 2);
-  w.add_tensor_f32("token_embd.weight", {12, 300}, std::vector<float>(12 * 300));
+  GgufWriter w = spec_writer("llama", 1, 12, 16, 3, 2);
   auto bytes = w.to_bytes();
   auto f = GgufFile::parse(bytes);
   ASSERT_TRUE(f.is_ok());
