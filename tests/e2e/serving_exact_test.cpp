@@ -132,7 +132,8 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
 }
 
 // Prompts longer than Gemma 3's 512-key sliding window (and than one 512-key
-// attention chunk) sharing a 900-token prefix: with the cache on, the second
+// attention chunk) sharing a 560-token prefix (900 took 773 s under ASan,
+// the suite's slowest test): with the cache on, the second
 // and later requests attend over cached keys their local layers partly no
 // longer see; chunked prefill (a 96-token budget) against each prompt in one
 // step alone. Bitwise on every model (scripts/test.sh runs this suite on
@@ -140,9 +141,9 @@ TEST_F(ServingExact, EachRequestEqualsItsRunAloneAndBatchOfEightMixed) {
 TEST_F(ServingExact, LongSharedPrefixPastASlidingWindow) {
   auto alone = make(false, 64, 2048, /*max_running=*/1);
   ASSERT_NE(alone, nullptr);
-  const std::vector<int32_t> prefix = doc(21, 900);
+  const std::vector<int32_t> prefix = doc(21, 560);
   std::vector<std::vector<int32_t>> prompts;
-  for (uint32_t i = 0; i < 4; ++i) prompts.push_back(cat({prefix, doc(30 + i, 40 + 90 * i)}));
+  for (uint32_t i = 0; i < 3; ++i) prompts.push_back(cat({prefix, doc(30 + i, 20 + 40 * i)}));
   auto on = make(true, 64, 96);
   ASSERT_NE(on, nullptr);
   auto served = serve_all(*on, prompts, 6);
@@ -151,7 +152,7 @@ TEST_F(ServingExact, LongSharedPrefixPastASlidingWindow) {
     cached += served[i].cached;
     expect_same(served[i], serve_all(*alone, {prompts[i]}, 6)[0], "long request " + std::to_string(i));
   }
-  EXPECT_GE(cached, 3 * 880) << "the later requests hit the shared prefix";
+  EXPECT_GE(cached, 2 * 544) << "the later requests hit the shared prefix";
 }
 
 // --act-quant q8 keeps exactness within the mode: every q8 kernel sums a
