@@ -69,6 +69,9 @@ TEST_P(ElementwiseTest, Swiglu) {
 // sqrt(2/pi) (x + 0.044715 x^3))). The kernel's x / (1 + e^{-2u}) is the
 // same function; judged with an absolute floor where gelu itself is tiny
 // (x below about -5, where it is below 1e-6 and cancels in 1 + tanh).
+// Measured 2026-12-02 (these inputs, 1 and 2 threads): worst 1.15e-6
+// relative where |out| > 1e-3, 9e-10 absolute below; held to 4e-6 relative
+// plus 1e-8.
 TEST_P(ElementwiseTest, Geglu) {
   for (int64_t n : {1, 7, 8, 9, 1000, 1 << 16}) {
     auto g = random_vec(rng_, n, -12.0f, 12.0f);
@@ -82,7 +85,7 @@ TEST_P(ElementwiseTest, Geglu) {
     std::vector<float> out(n);
     be_->geglu(g.data(), u.data(), out.data(), n);
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_NEAR(out[i], want[i], 4e-6 * std::fabs(want[i]) + 1e-7) << "i=" << i << " gate=" << g[i];
+      ASSERT_NEAR(out[i], want[i], 4e-6 * std::fabs(want[i]) + 1e-8) << "i=" << i << " gate=" << g[i];
     be_->geglu(g.data(), u.data(), g.data(), n);  // out aliases gate
     EXPECT_TRUE(std::equal(g.begin(), g.end(), out.begin()));
   }
