@@ -110,6 +110,9 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   # vLLM's KV event classes, which only test_kv_events.py reads: fetched
   # here, not by scripts/setup.sh before the demo (a no-op once cached).
   scripts/setup_vllm_events.sh
+  # NVIDIA Dynamo 1.6.1 in .venv-dynamo, for test_dynamo.py (about 1 minute
+  # the first time; a no-op once installed).
+  scripts/setup_dynamo.sh
   # The smallest real models beyond SmolLM2, for the chat-template and
   # tool-call tests on Qwen2.5 and the Gemma 3 logits tests (issue 51): 491
   # and 253 MB, fetched once per machine and then copied from

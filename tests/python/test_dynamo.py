@@ -1,0 +1,103 @@
+"""agentkv replicas as NVIDIA Dynamo workers (scripts/dynamo_cluster.sh):
+through Dynamo's own frontend and KV router, a request that shares a prefix
+of at least 4 blocks goes to the replica holding it, a router started after
+the replicas learns their prefixes, greedy text is the replica's own, and a
+field the worker cannot honour is a 400. Needs .venv-dynamo
+(scripts/setup_dynamo.sh); without it the tests skip (fail under CI=true)."""
+import http.client
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = ROOT / ".venv-dynamo" / "bin" / "python"
+PORT = 18490  # replicas on PORT+1, PORT+2
+SCRIPT = str(ROOT / "scripts" / "dynamo_cluster.sh")
+# Five different openings of 5+ blocks (16 tokens each; about 90 tokens) that no test shares.
+PREFIXES = [
+    f"Report {k}: the {topic} team met on {day} and reviewed the plan line by line, agreeing on owners, "
+    f"deadlines, budgets, risks and the order of the next steps for the quarter. Every item had a name beside "
+    f"it, a date by which it would be done, and a note on what it depended on, so that nobody would wait on "
+    f"work that had not started; the minutes were sent to all, and then the chair wrote down"
+    for k, (topic, day) in enumerate([("storage", "Monday"), ("network", "Tuesday"), ("compiler", "Wednesday"),
+                                       ("billing", "Thursday"), ("search", "Friday")])]
+
+
+@pytest.fixture(scope="module")
+def dynamo(serve_binary, model_path, tmp_path_factory):
+    if not PY.is_file():
+        pytest.skip("Dynamo missing: scripts/setup_dynamo.sh installs it into .venv-dynamo")
+    env = dict(os.environ, AGENTKV_DYNAMO_DIR=str(tmp_path_factory.mktemp("dynamo")), AGENTKV_BIN=str(serve_binary))
+    r = subprocess.run([SCRIPT, "start", "--model", str(model_path), "--replicas", "2", "--port", str(PORT), "--",
+                        "--kv-cache-mb", "32", "--threads", "1"], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    env["MODEL"] = Path(model_path).stem
+    yield env
+    subprocess.run([SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
+
+
+def post(port, path, body, timeout=120):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, json.loads(r.read() or b"null")
+    finally:
+        c.close()
+
+
+def complete(env, prompt, **extra):
+    body = {"model": env["MODEL"], "prompt": prompt, "max_tokens": 4, "temperature": 0,
+            "nvext": {"extra_fields": ["worker_id", "timing"]}, **extra}
+    status, d = post(PORT, "/v1/completions", body)
+    assert status == 200, d
+    return d["nvext"]["worker_id"]["decode_worker_id"], d
+
+
+def test_a_shared_prefix_goes_to_the_replica_that_holds_it(dynamo):
+    # Sequential requests: under concurrency the router may trade affinity for load, by design.
+    for prefix in PREFIXES[:3]:
+        cold, _ = complete(dynamo, prefix + " one")
+        for word in ("two", "three", "four"):
+            worker, d = complete(dynamo, prefix + " " + word)
+            assert worker == cold, (prefix, word)
+            assert d["nvext"]["timing"]["kv_hit_rate"] > 0, d["nvext"]
+            # The replica's own count: the shared blocks were not recomputed.
+            assert d["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, d["usage"]
+
+
+def test_a_router_started_later_routes_cached_prefixes(dynamo):
+    prefix = PREFIXES[3]
+    cold, _ = complete(dynamo, prefix + " one")
+    r = subprocess.run([SCRIPT, "restart-frontend"], env=dynamo, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    worker, d = complete(dynamo, prefix + " two")
+    assert worker == cold
+    assert d["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, d["usage"]
+
+
+def test_greedy_text_is_the_replicas_own(dynamo):
+    for prompt in (PREFIXES[4], "def fibonacci(n):"):
+        _, via = complete(dynamo, prompt, max_tokens=12)
+        status, direct = post(PORT + 1, "/v1/completions", {"prompt": prompt, "max_tokens": 12, "temperature": 0})
+        assert status == 200, direct
+        assert via["choices"][0]["text"] == direct["choices"][0]["text"]
+        assert via["usage"]["prompt_tokens"] == direct["usage"]["prompt_tokens"]  # the same tokens went in
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    status, via = post(PORT, "/v1/chat/completions", {"model": dynamo["MODEL"], "messages": msgs, "max_tokens": 12,
+                                                       "temperature": 0})
+    assert status == 200, via
+    status, direct = post(PORT + 1, "/v1/chat/completions", {"messages": msgs, "max_tokens": 12, "temperature": 0})
+    assert status == 200, direct
+    assert via["choices"][0]["message"]["content"] == direct["choices"][0]["message"]["content"]
+
+
+def test_a_field_the_worker_cannot_honour_is_a_400(dynamo):
+    status, d = post(PORT, "/v1/completions", {"model": dynamo["MODEL"], "prompt": "hi", "max_tokens": 2,
+                                               "logprobs": 2})
+    assert status == 400, d
+    assert "logprobs" in json.dumps(d), d

@@ -1,0 +1,150 @@
+"""An agentkv replica as an NVIDIA Dynamo 1.6 backend worker.
+
+The worker registers the replica's model with Dynamo (tokens in, tokens out,
+the replica's KV block size), forwards each request Dynamo's frontend routes
+to it to the replica's /v1/completions as token ids (`return_token_ids`), and
+hands Dynamo the replica's KV events: agentkv publishes them on ZeroMQ in
+vLLM's wire format (`--kv-events`), which Dynamo's ZmqSource reads, so the
+KV router knows which replica holds which prefix.
+
+    .venv-dynamo/bin/python tools/dynamo/worker.py --agentkv http://127.0.0.1:8001 \
+        --kv-events tcp://127.0.0.1:5601 --model-dir HF_DIR --served-model-name smollm2
+
+The replica must run with the same `--block-size` as `--block-size` here
+(16 by default in both) and `--kv-events tcp://*:PORT`. Discovery is Dynamo's
+file backend by default (`DYN_FILE_KV` names its folder); pass
+`--discovery-backend etcd` for several hosts.
+"""
+import argparse
+import json
+
+import aiohttp
+from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
+from dynamo.common.backend.publisher import ZmqSource
+from dynamo.common.backend.run import run
+from dynamo.common.utils.token_ids import normalize_request_token_ids
+from dynamo.llm.exceptions import InvalidArgument
+
+# Dynamo's sampling_options / stop_conditions key -> agentkv's request field.
+SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "seed": "seed",
+            "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
+            "repetition_penalty": "repetition_penalty"}
+STOPS = {"max_tokens": "max_tokens", "min_tokens": "min_tokens", "ignore_eos": "ignore_eos"}
+# Fields agentkv cannot honour through this path: refused, never ignored.
+UNSUPPORTED = {("sampling_options", "use_beam_search"), ("sampling_options", "best_of"),
+               ("sampling_options", "guided_decoding"), ("output_options", "logprobs"),
+               ("output_options", "prompt_logprobs")}
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--agentkv", required=True, help="the replica's base URL, e.g. http://127.0.0.1:8001")
+    ap.add_argument("--kv-events", required=True, help="the replica's --kv-events endpoint, connectable form")
+    ap.add_argument("--kv-events-topic", default="", help="the replica's --kv-events-topic")
+    ap.add_argument("--model-dir", required=True, help="HF directory from tools/dynamo/hf_dir.py")
+    ap.add_argument("--served-model-name", required=True, help="the name clients send as `model`")
+    ap.add_argument("--block-size", type=int, default=16, help="the replica's --block-size")
+    ap.add_argument("--kv-blocks", type=int, default=1024, help="KV blocks the replica holds (router load estimate)")
+    ap.add_argument("--context-length", type=int, default=8192)
+    ap.add_argument("--namespace", default="agentkv")
+    ap.add_argument("--component", default="backend")
+    ap.add_argument("--discovery-backend", default="file", choices=["file", "etcd", "kubernetes", "mem"])
+    return ap.parse_args(argv)
+
+
+def to_agentkv(request, model):
+    """The /v1/completions body for one Dynamo PreprocessedRequest."""
+    for group, key in UNSUPPORTED:
+        v = (request.get(group) or {}).get(key)
+        if v not in (None, False, 0, 1) or (v is True) or (key != "best_of" and v == 1):
+            raise InvalidArgument(f"{group}.{key} is not supported by the agentkv worker")
+    if ((request.get("sampling_options") or {}).get("n") or 1) != 1:
+        raise InvalidArgument("sampling_options.n > 1 is not supported by the agentkv worker")
+    body = {"model": model, "prompt": normalize_request_token_ids(request)["token_ids"], "stream": True,
+            "return_token_ids": True, "stream_options": {"include_usage": True}}
+    for src, fields in (("sampling_options", SAMPLING), ("stop_conditions", STOPS)):
+        for k, dst in fields.items():
+            v = (request.get(src) or {}).get(k)
+            if v is not None:
+                body[dst] = v
+    stops = request.get("stop_conditions") or {}
+    ids = list(stops.get("stop_token_ids") or []) + list(stops.get("stop_token_ids_hidden") or [])
+    if ids:
+        body["stop_token_ids"] = sorted(set(ids))
+    if stops.get("stop"):
+        body["stop"] = stops["stop"]
+    return body
+
+
+class AgentkvEngine(LLMEngine):
+    def __init__(self, args):
+        self.args = args
+        self.http = None
+
+    @classmethod
+    async def from_args(cls, argv=None):
+        a = parse_args(argv)
+        cfg = WorkerConfig(namespace=a.namespace, component=a.component, endpoint="generate",
+                           model_name=a.model_dir, served_model_name=a.served_model_name,
+                           discovery_backend=a.discovery_backend, request_plane="tcp")
+        return cls(a), cfg
+
+    async def start(self, worker_id):
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+        a = self.args
+        return EngineConfig(model=a.model_dir, served_model_name=a.served_model_name,
+                            llm=LlmRegistration(context_length=a.context_length, kv_cache_block_size=a.block_size,
+                                                total_kv_blocks=a.kv_blocks))
+
+    async def kv_event_sources(self):
+        return [ZmqSource(endpoint=self.args.kv_events, topic=self.args.kv_events_topic, dp_rank=0)]
+
+    async def generate(self, request, context):
+        model = request.get("model") or self.args.served_model_name
+        if model == self.args.served_model_name:
+            model = None  # the replica's base model
+        body = to_agentkv(request, model)
+        if body.get("model") is None:
+            body.pop("model")
+        n_prompt = len(body["prompt"])
+        produced, finish, usage = 0, None, None
+        async with self.http.post(self.args.agentkv + "/v1/completions", json=body) as resp:
+            if resp.status != 200:
+                text = await resp.text()
+                if 400 <= resp.status < 500:
+                    raise InvalidArgument(f"agentkv {resp.status}: {text}")
+                raise RuntimeError(f"agentkv {resp.status}: {text}")
+            async for raw in resp.content:
+                line = raw.decode().strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise RuntimeError(f"agentkv: {chunk['error']}")
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for ch in chunk.get("choices") or []:
+                    ids = ch.get("token_ids") or []
+                    produced += len(ids)
+                    finish = ch.get("finish_reason") or finish
+                    if ids:
+                        yield {"token_ids": ids, "index": 0}
+                if context.is_stopped():
+                    return  # closing the response cancels the request on the replica
+        u = {"prompt_tokens": n_prompt, "completion_tokens": produced, "total_tokens": n_prompt + produced}
+        if usage and (usage.get("prompt_tokens_details") or {}).get("cached_tokens") is not None:
+            u["prompt_tokens_details"] = {"cached_tokens": usage["prompt_tokens_details"]["cached_tokens"]}
+        yield {"token_ids": [], "index": 0, "finish_reason": finish or "error: the replica ended the stream",
+               "completion_usage": u}
+
+    async def cleanup(self):
+        if self.http is not None:
+            await self.http.close()
+            self.http = None
+
+
+if __name__ == "__main__":
+    run(AgentkvEngine)
