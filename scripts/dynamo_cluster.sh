@@ -16,7 +16,9 @@
 # from the GGUF. scripts/setup_dynamo.sh installs Dynamo into .venv-dynamo.
 # The router runs one event thread (--router-event-threads 1): with more,
 # Dynamo 1.6.1 was seen to reject stores whose parent another thread had
-# not yet applied. State and logs: $AGENTKV_DYNAMO_DIR (/tmp/agentkv-dynamo).
+# not yet applied. --migration-limit 3: a request whose worker lost its
+# replica is sent to another worker (tools/dynamo/worker.py leaves Dynamo
+# when its replica dies). State and logs: $AGENTKV_DYNAMO_DIR (/tmp/agentkv-dynamo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -69,7 +71,7 @@ wait_http() {  # URL, what, pid file: until URL answers 200 with text matching $
 
 start_frontend() {
   DYN_FILE_KV="$DIR/discovery" "$PY" -m dynamo.frontend --discovery-backend file --router-mode "$(cat "$DIR/mode")" \
-    --http-host 127.0.0.1 --http-port "$(cat "$DIR/port")" --router-event-threads 1 </dev/null >>"$DIR/frontend.log" 2>&1 &
+    --http-host 127.0.0.1 --http-port "$(cat "$DIR/port")" --router-event-threads 1 --migration-limit 3 </dev/null >>"$DIR/frontend.log" 2>&1 &
   echo $! >"$DIR/frontend.pid"
 }
 

@@ -17,13 +17,16 @@ file backend by default (`DYN_FILE_KV` names its folder); pass
 """
 import argparse
 import json
+import os
+import signal
+import sys
 
 import aiohttp
 from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
 from dynamo.common.backend.publisher import ZmqSource
 from dynamo.common.backend.run import run
 from dynamo.common.utils.token_ids import normalize_request_token_ids
-from dynamo.llm.exceptions import InvalidArgument
+from dynamo.llm.exceptions import EngineShutdown, InvalidArgument
 
 # Dynamo's sampling_options / stop_conditions key -> agentkv's request field.
 SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "seed": "seed",
@@ -80,6 +83,7 @@ class AgentkvEngine(LLMEngine):
     def __init__(self, args):
         self.args = args
         self.http = None
+        self.lost = False
 
     @classmethod
     async def from_args(cls, argv=None):
@@ -99,7 +103,28 @@ class AgentkvEngine(LLMEngine):
     async def kv_event_sources(self):
         return [ZmqSource(endpoint=self.args.kv_events, topic=self.args.kv_events_topic, dp_rank=0)]
 
+    def replica_lost(self, err):
+        """The replica is gone (killed, or it closed the stream mid-answer):
+        this worker leaves Dynamo (SIGTERM: the Worker unregisters from
+        discovery and drains), so the router stops sending it requests, and
+        the request is refused as EngineShutdown, which the frontend migrates
+        to another worker when --migration-limit allows."""
+        if not self.lost:
+            self.lost = True
+            print(f"agentkv worker: replica {self.args.agentkv} lost ({err}); leaving", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        raise EngineShutdown(f"agentkv replica {self.args.agentkv} is unavailable")
+
     async def generate(self, request, context):
+        if self.lost:
+            raise EngineShutdown(f"agentkv replica {self.args.agentkv} is unavailable")
+        try:
+            async for chunk in self.forward(request, context):
+                yield chunk
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+            self.replica_lost(e)
+
+    async def forward(self, request, context):
         model = request.get("model") or self.args.served_model_name
         if model == self.args.served_model_name:
             model = None  # the replica's base model
