@@ -3,6 +3,8 @@
 # KV-aware router, on one host, CPU only, with no etcd or NATS:
 #   scripts/dynamo_cluster.sh start --model MODEL.gguf [--replicas N] [--port PORT]
 #                                   [--router-mode kv|round-robin] [-- SERVE_FLAGS...]
+# SERVE_FLAGS go to every replica; their `--adapter NAME=...` adapters are
+# served through Dynamo as LoRA models named NAME.
 #   scripts/dynamo_cluster.sh restart-frontend   (the router relearns from the workers)
 #   scripts/dynamo_cluster.sh status
 #   scripts/dynamo_cluster.sh stop
@@ -113,8 +115,15 @@ start() {
   echo "$port" >"$DIR/port"
   export DYN_FILE_KV="$DIR/discovery" DYN_DISCOVERY_BACKEND=file
   "$PY" tools/dynamo/hf_dir.py "$model" "$DIR/hf" >/dev/null || { say "cannot make a tokenizer directory from $model"; exit 1; }
-  local name
+  local name adapters=() prev=""
   name=$(basename "$model" .gguf)
+  # Each `--adapter NAME=PATH[:KIND]` of the replicas is registered with
+  # Dynamo as a LoRA named NAME, the name the replicas' events carry.
+  for f in "${flags[@]}"; do
+    if [[ $prev == --adapter ]]; then adapters+=(--adapter "${f%%=*}"); fi
+    if [[ $f == --adapter=* ]]; then v=${f#--adapter=}; adapters+=(--adapter "${v%%=*}"); fi
+    prev=$f
+  done
   for i in $(seq 0 $((n - 1))); do
     local p=$((port + 1 + i))
     "$BIN" serve --host 127.0.0.1 --port "$p" --model "$model" --kv-events "ipc://$DIR/events-$i" \
@@ -130,7 +139,7 @@ start() {
   start_frontend
   for i in $(seq 0 $((n - 1))); do
     "$PY" tools/dynamo/worker.py --agentkv "http://127.0.0.1:$((port + 1 + i))" \
-      --kv-events "ipc://$DIR/events-$i" --model-dir "$DIR/hf" --served-model-name "$name" \
+      --kv-events "ipc://$DIR/events-$i" --model-dir "$DIR/hf" --served-model-name "$name" "${adapters[@]}" \
       </dev/null >"$DIR/worker-$i.log" 2>&1 &
     echo $! >"$DIR/worker-$i.pid"
   done

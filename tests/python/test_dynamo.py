@@ -148,3 +148,49 @@ def test_a_replica_killed_under_load_hangs_no_request(dynamo):
     failed = [(p, status, d) for p, status, d in results if status != 200]
     assert not failed, failed
     assert all(d["choices"][0]["text"] == want[p] for p, _, d in results)
+
+
+INVOCATION = " Answer:"
+
+
+def alias_trials(serve_binary, model_path, root, port, aliases):
+    """20 trials: the base model computes a new 6-block prefix through
+    Dynamo, then the aLoRA adapter `inv` asks about it. Returns how many of
+    the adapter's requests went to the replica holding the base's prefix."""
+    env = dict(os.environ, AGENTKV_DYNAMO_DIR=str(root / f"d{int(aliases)}"), AGENTKV_BIN=str(serve_binary))
+    flags = ["--kv-cache-mb", "32", "--threads", "1", "--kv-sharing", "alora", "--adapter", f"inv={root / 'inv'}:alora"]
+    if not aliases:
+        flags.append("--no-kv-events-aliases")
+    r = subprocess.run([SCRIPT, "start", "--model", str(model_path), "--replicas", "2", "--port", str(port), "--",
+                        *flags], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    env["MODEL"] = Path(model_path).stem
+    try:
+        same = 0
+        for k in range(20):
+            prefix = (f"Case {k} of {20}: {PREFIXES[k % 5]} a list of {k + 3} actions and the person who owns "
+                      f"each one.")
+            body = {"prompt": prefix, "max_tokens": 2, "temperature": 0,
+                    "nvext": {"extra_fields": ["worker_id"]}}
+            status, base = post(port, "/v1/completions", {**body, "model": env["MODEL"]})
+            assert status == 200, base
+            status, inv = post(port, "/v1/completions", {**body, "model": "inv", "prompt": prefix + INVOCATION})
+            assert status == 200, inv
+            same += base["nvext"]["worker_id"]["decode_worker_id"] == inv["nvext"]["worker_id"]["decode_worker_id"]
+            if aliases:  # the adapter read the base's blocks on that replica
+                assert inv["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, inv["usage"]
+        return same
+    finally:
+        subprocess.run([SCRIPT, "stop"], env=env, capture_output=True, timeout=60)
+
+
+def test_an_alora_adapter_goes_to_the_replica_holding_the_bases_prefix(serve_binary, model_path, make_adapter,
+                                                                        tmp_path_factory):
+    if not PY.is_file():
+        pytest.skip("Dynamo missing: scripts/setup_dynamo.sh installs it into .venv-dynamo")
+    root = tmp_path_factory.mktemp("dynamo-alora")
+    make_adapter(root / "inv", 3, "--alora-invocation", INVOCATION)
+    on = alias_trials(serve_binary, model_path, root, PORT + 10, aliases=True)
+    off = alias_trials(serve_binary, model_path, root, PORT + 10, aliases=False)
+    print(f"aLoRA's first request on the base's replica: {on}/20 with aliases, {off}/20 without")
+    assert on == 20

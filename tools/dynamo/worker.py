@@ -10,6 +10,9 @@ KV router knows which replica holds which prefix.
     .venv-dynamo/bin/python tools/dynamo/worker.py --agentkv http://127.0.0.1:8001 \
         --kv-events tcp://127.0.0.1:5601 --model-dir HF_DIR --served-model-name smollm2
 
+Each `--adapter NAME` (one of the replica's `--adapter NAME=...`) is
+registered as a LoRA of the base model named NAME.
+
 The replica must run with the same `--block-size` as `--block-size` here
 (16 by default in both) and `--kv-events tcp://*:PORT`. Discovery is Dynamo's
 file backend by default (`DYN_FILE_KV` names its folder); pass
@@ -21,12 +24,15 @@ import os
 import signal
 import sys
 
+import asyncio
+
 import aiohttp
-from dynamo.common.backend import EngineConfig, LLMEngine, LlmRegistration, WorkerConfig
-from dynamo.common.backend.publisher import ZmqSource
-from dynamo.common.backend.run import run
+import uvloop
+from dynamo.common.utils.graceful_shutdown import install_signal_handlers
 from dynamo.common.utils.token_ids import normalize_request_token_ids
+from dynamo.llm import KvEventPublisher, ModelInput, ModelRuntimeConfig, ModelType, WorkerType, register_model
 from dynamo.llm.exceptions import EngineShutdown, InvalidArgument
+from dynamo.runtime import DistributedRuntime
 
 # Dynamo's sampling_options / stop_conditions key -> agentkv's request field.
 SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p", "seed": "seed",
@@ -52,6 +58,10 @@ def parse_args(argv):
     ap.add_argument("--namespace", default="agentkv")
     ap.add_argument("--component", default="backend")
     ap.add_argument("--discovery-backend", default="file", choices=["file", "etcd", "kubernetes", "mem"])
+    ap.add_argument("--adapter", action="append", default=[], metavar="NAME",
+                    help="an adapter the replica serves under NAME (its --adapter NAME=...), registered with "
+                         "Dynamo as a LoRA of the base model, so the router keys its blocks by NAME as the "
+                         "replica's events do (repeatable)")
     return ap.parse_args(argv)
 
 
@@ -79,36 +89,20 @@ def to_agentkv(request, model):
     return body
 
 
-class AgentkvEngine(LLMEngine):
+class Replica:
+    """Requests to one agentkv replica over HTTP."""
+
     def __init__(self, args):
         self.args = args
         self.http = None
         self.lost = False
 
-    @classmethod
-    async def from_args(cls, argv=None):
-        a = parse_args(argv)
-        cfg = WorkerConfig(namespace=a.namespace, component=a.component, endpoint="generate",
-                           model_name=a.model_dir, served_model_name=a.served_model_name,
-                           discovery_backend=a.discovery_backend, request_plane="tcp")
-        return cls(a), cfg
-
-    async def start(self, worker_id):
-        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
-        a = self.args
-        return EngineConfig(model=a.model_dir, served_model_name=a.served_model_name,
-                            llm=LlmRegistration(context_length=a.context_length, kv_cache_block_size=a.block_size,
-                                                total_kv_blocks=a.kv_blocks))
-
-    async def kv_event_sources(self):
-        return [ZmqSource(endpoint=self.args.kv_events, topic=self.args.kv_events_topic, dp_rank=0)]
-
     def replica_lost(self, err):
         """The replica is gone (killed, or it closed the stream mid-answer):
-        this worker leaves Dynamo (SIGTERM: the Worker unregisters from
-        discovery and drains), so the router stops sending it requests, and
-        the request is refused as EngineShutdown, which the frontend migrates
-        to another worker when --migration-limit allows."""
+        this worker leaves Dynamo (SIGTERM: it unregisters from discovery and
+        drains), so the router stops sending it requests, and the request is
+        refused as EngineShutdown, which the frontend migrates to another
+        worker when --migration-limit allows."""
         if not self.lost:
             self.lost = True
             print(f"agentkv worker: replica {self.args.agentkv} lost ({err}); leaving", file=sys.stderr, flush=True)
@@ -127,7 +121,7 @@ class AgentkvEngine(LLMEngine):
     async def forward(self, request, context):
         model = request.get("model") or self.args.served_model_name
         if model == self.args.served_model_name:
-            model = None  # the replica's base model
+            model = None  # the replica's base model; otherwise an adapter's name
         body = to_agentkv(request, model)
         if body.get("model") is None:
             body.pop("model")
@@ -165,11 +159,33 @@ class AgentkvEngine(LLMEngine):
         yield {"token_ids": [], "index": 0, "finish_reason": finish or "error: the replica ended the stream",
                "completion_usage": u}
 
-    async def cleanup(self):
-        if self.http is not None:
-            await self.http.close()
-            self.http = None
+
+async def main(args):
+    loop = asyncio.get_running_loop()
+    rt = DistributedRuntime(loop, args.discovery_backend, "tcp")
+    ep = rt.endpoint(f"{args.namespace}.{args.component}.generate")
+    replica = Replica(args)
+    replica.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+    install_signal_handlers(loop, rt, [ep])
+    # The replica's KV events, read from its PUB socket and relayed to the router.
+    kv = KvEventPublisher(ep, kv_block_size=args.block_size, zmq_endpoint=args.kv_events,
+                          zmq_topic=args.kv_events_topic, enable_local_indexer=True)
+    rc = ModelRuntimeConfig()
+    rc.total_kv_blocks = args.kv_blocks
+    rc.context_length = args.context_length
+    rc.enable_local_indexer = True
+    common = dict(worker_type=WorkerType.Aggregated, kv_cache_block_size=args.block_size, runtime_config=rc)
+    kinds = ModelType.Chat | ModelType.Completions
+    await register_model(ModelInput.Tokens, kinds, ep, args.model_dir, args.served_model_name, **common)
+    for name in args.adapter:
+        await register_model(ModelInput.Tokens, kinds, ep, args.model_dir, lora_name=name,
+                             base_model_path=args.model_dir, user_data={"lora_adapter": True}, **common)
+    try:
+        await ep.serve_endpoint(replica.generate)
+    finally:
+        kv.shutdown()
+        await replica.http.close()
 
 
 if __name__ == "__main__":
-    run(AgentkvEngine)
+    uvloop.run(main(parse_args(None)))
