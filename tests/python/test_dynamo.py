@@ -104,6 +104,22 @@ def test_a_field_the_worker_cannot_honour_is_a_400(dynamo):
     assert "logprobs" in json.dumps(d), d
 
 
+def test_a_cache_salt_keeps_prefixes_apart_in_routing_and_cache(dynamo):
+    # nvext.cache_salt is Dynamo's tenant namespace: the router salts its
+    # hashes with it, the replica keeps the salt's blocks apart, and its
+    # events carry the salt so the router's view matches.
+    prefix = PREFIXES[2] + " under a salt"
+    salted = lambda salt: {"nvext": {"extra_fields": ["worker_id", "timing"], "cache_salt": salt}}  # noqa: E731
+    first, _ = complete(dynamo, prefix + " one", **salted("tenant-a"))
+    worker, same = complete(dynamo, prefix + " two", **salted("tenant-a"))
+    assert worker == first
+    assert same["nvext"]["timing"]["kv_hit_rate"] > 0, same["nvext"]
+    assert same["usage"]["prompt_tokens_details"]["cached_tokens"] >= 64, same["usage"]
+    _, other = complete(dynamo, prefix + " two", **salted("tenant-b"))
+    assert other["nvext"]["timing"]["kv_hit_rate"] == 0, other["nvext"]  # no routing hit across salts
+    assert other["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, other["usage"]  # nor a cache hit
+
+
 def test_a_replica_killed_under_load_hangs_no_request(dynamo):
     # Last in this file: it kills replica 1 (SIGKILL) after 4 of 24 requests
     # from 4 clients. No request hangs; and since the dead replica's worker

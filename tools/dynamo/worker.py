@@ -39,6 +39,8 @@ SAMPLING = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "m
             "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty",
             "repetition_penalty": "repetition_penalty"}
 STOPS = {"max_tokens": "max_tokens", "min_tokens": "min_tokens", "ignore_eos": "ignore_eos"}
+# Must match Dynamo 1.6.1's tag (dynamo/vllm/handlers.py, lib/kv-router's extra_keys.rs).
+DYNAMO_CACHE_SALT_PREFIX = "dynamo-cache-salt:"
 # Fields agentkv cannot honour through this path: refused, never ignored.
 UNSUPPORTED = {("sampling_options", "use_beam_search"), ("sampling_options", "best_of"),
                ("sampling_options", "guided_decoding"), ("output_options", "logprobs"),
@@ -80,6 +82,13 @@ def to_agentkv(request, model):
             v = (request.get(src) or {}).get(k)
             if v is not None:
                 body[dst] = v
+    # A client's nvext.cache_salt (the router already salted its hashes
+    # with it) goes to the replica tagged as Dynamo's vLLM worker tags it:
+    # the replica keeps the salt's blocks apart and its events carry the
+    # tagged salt in extra_keys, from which Dynamo's decoder salts them alike.
+    nvext = (request.get("extra_args") or {}).get("nvext") or request.get("nvext") or {}
+    if nvext.get("cache_salt"):
+        body["cache_salt"] = DYNAMO_CACHE_SALT_PREFIX + str(nvext["cache_salt"])
     stops = request.get("stop_conditions") or {}
     ids = list(stops.get("stop_token_ids") or []) + list(stops.get("stop_token_ids_hidden") or [])
     if ids:
