@@ -1,8 +1,10 @@
 """agentkv replicas as NVIDIA Dynamo workers (scripts/dynamo_cluster.sh):
 through Dynamo's own frontend and KV router, a request that shares a prefix
 of at least 4 blocks goes to the replica holding it, a router started after
-the replicas learns their prefixes, greedy text is the replica's own, and a
-field the worker cannot honour is a 400. Needs .venv-dynamo
+the replicas learns their prefixes, greedy text is the replica's own, a
+field the worker cannot honour is a 400, a cache salt keeps prefixes apart,
+an evicted prefix is forgotten, a killed replica loses no request, and an
+aLoRA adapter follows the base's prefix (aliases). Needs .venv-dynamo
 (scripts/setup_dynamo.sh); without it the tests skip (fail under CI=true)."""
 import http.client
 import json
@@ -118,6 +120,33 @@ def test_a_cache_salt_keeps_prefixes_apart_in_routing_and_cache(dynamo):
     _, other = complete(dynamo, prefix + " two", **salted("tenant-b"))
     assert other["nvext"]["timing"]["kv_hit_rate"] == 0, other["nvext"]  # no routing hit across salts
     assert other["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, other["usage"]  # nor a cache hit
+
+
+def test_an_evicted_prefix_is_forgotten_by_the_router(dynamo):
+    # The replicas hold 32 MiB of KV (about 1,400 SmolLM2 tokens each). After
+    # a prefix is cached, 40 other ~110-token prompts evict it wherever it
+    # was; the replica's BlockRemoved events reach the router, which then
+    # expects no hit for it (without them it would still count 5+ blocks).
+    import random
+    prefix = "Eviction probe: " + PREFIXES[0]
+    complete(dynamo, prefix + " one")
+    _, warm = complete(dynamo, prefix + " two")
+    assert warm["nvext"]["timing"]["kv_hit_rate"] > 0, warm["nvext"]
+    rng = random.Random(7)
+    words = PREFIXES[1].split()
+    for k in range(40):
+        complete(dynamo, f"Filler {k}: " + " ".join(rng.choice(words) for _ in range(80)), max_tokens=1)
+    _, cold = complete(dynamo, prefix + " three")
+    assert cold["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, cold["usage"]  # evicted, truly
+    assert cold["nvext"]["timing"]["kv_hit_rate"] == 0, cold["nvext"]  # and the router knew it
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    removed = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith("dynamo_component_kv_cache_events_applied{")
+                  and 'event_type="removed"' in line and 'status="ok"' in line)
+    assert removed > 0, "the router applied no BlockRemoved event"
 
 
 def test_a_replica_killed_under_load_hangs_no_request(dynamo):
