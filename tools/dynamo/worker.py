@@ -19,12 +19,11 @@ file backend by default (`DYN_FILE_KV` names its folder); pass
 `--discovery-backend etcd` for several hosts.
 """
 import argparse
+import asyncio
 import json
 import os
 import signal
 import sys
-
-import asyncio
 
 import aiohttp
 import uvloop
@@ -55,7 +54,8 @@ def parse_args(argv):
     ap.add_argument("--model-dir", required=True, help="HF directory from tools/dynamo/hf_dir.py")
     ap.add_argument("--served-model-name", required=True, help="the name clients send as `model`")
     ap.add_argument("--block-size", type=int, default=16, help="the replica's --block-size")
-    ap.add_argument("--kv-blocks", type=int, default=1024, help="KV blocks the replica holds (router load estimate)")
+    ap.add_argument("--kv-blocks", type=int, default=0,
+                    help="KV blocks the replica holds, for the router's load estimate (0: read from its /metrics)")
     ap.add_argument("--context-length", type=int, default=8192)
     ap.add_argument("--namespace", default="agentkv")
     ap.add_argument("--component", default="backend")
@@ -71,7 +71,7 @@ def to_agentkv(request, model):
     """The /v1/completions body for one Dynamo PreprocessedRequest."""
     for group, key in UNSUPPORTED:
         v = (request.get(group) or {}).get(key)
-        if v not in (None, False, 0, 1) or (v is True) or (key != "best_of" and v == 1):
+        if v is not None and v is not False and not (key == "best_of" and v == 1):
             raise InvalidArgument(f"{group}.{key} is not supported by the agentkv worker")
     if ((request.get("sampling_options") or {}).get("n") or 1) != 1:
         raise InvalidArgument("sampling_options.n > 1 is not supported by the agentkv worker")
@@ -169,6 +169,16 @@ class Replica:
                "completion_usage": u}
 
 
+async def replica_blocks(replica):
+    """The replica's KV pool in blocks: the sum of agentkv_kv_blocks over its states."""
+    async with replica.http.get(replica.args.agentkv + "/metrics") as resp:
+        text = await resp.text()
+    n = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("agentkv_kv_blocks{"))
+    if n <= 0:
+        sys.exit(f"agentkv worker: {replica.args.agentkv}/metrics has no agentkv_kv_blocks; pass --kv-blocks")
+    return int(n)
+
+
 async def main(args):
     loop = asyncio.get_running_loop()
     rt = DistributedRuntime(loop, args.discovery_backend, "tcp")
@@ -180,7 +190,7 @@ async def main(args):
     kv = KvEventPublisher(ep, kv_block_size=args.block_size, zmq_endpoint=args.kv_events,
                           zmq_topic=args.kv_events_topic, enable_local_indexer=True)
     rc = ModelRuntimeConfig()
-    rc.total_kv_blocks = args.kv_blocks
+    rc.total_kv_blocks = args.kv_blocks or await replica_blocks(replica)
     rc.context_length = args.context_length
     rc.enable_local_indexer = True
     common = dict(worker_type=WorkerType.Aggregated, kv_cache_block_size=args.block_size, runtime_config=rc)
