@@ -122,6 +122,30 @@ def one_round(mode, a, model_name):
             "req_s": len(rows) / wall}
 
 
+def plot(runs, path):
+    """Hit rate and TTFT p50 per mode, one panel pair per run; runs is
+    [(title, rows)]. Each round is a point, the bar its median."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(len(runs), 2, figsize=(8, 2.8 * len(runs)), squeeze=False)
+    for (title, rows), (ax_hit, ax_ttft) in zip(runs, axes):
+        modes = list(dict.fromkeys(r["mode"] for r in rows))
+        for ax, key, label in ((ax_hit, "hit_rate", "prefix hit rate"), (ax_ttft, "ttft_p50", "TTFT p50 (s)")):
+            for i, m in enumerate(modes):
+                ys = [r[key] for r in rows if r["mode"] == m and r.get(key) == r.get(key)]  # drop NaN
+                if not ys:
+                    continue
+                ax.bar(i, statistics.median(ys), color="#9ab")
+                ax.plot([i] * len(ys), ys, "k.")
+            ax.set_xticks(range(len(modes)))
+            ax.set_xticklabels(modes, fontsize=8)
+            ax.set_ylabel(label, fontsize=8)
+            ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -136,7 +160,13 @@ def main():
     ap.add_argument("--kv-cache-mb", type=int, default=64)
     ap.add_argument("--port", type=int, default=18600)
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--plot", help="draw hit rate and TTFT per mode into this PNG (needs matplotlib)")
+    ap.add_argument("--replot", nargs="+", metavar="TITLE=JSON",
+                    help="draw --plot from earlier --json outputs instead of running")
     a = ap.parse_args()
+    if a.replot:
+        plot([(t, json.loads(Path(f).read_text())) for t, f in (x.split("=", 1) for x in a.replot)], a.plot)
+        return
     root = Path(tempfile.mkdtemp(prefix="bench-dynamo-"))
     env = dict(os.environ, AGENTKV_DYNAMO_DIR=str(root / "dynamo"), AGENTKV_CLUSTER_DIR=str(root / "nginx"))
     binary = os.environ.get("AGENTKV_BIN", str(ROOT / "build" / "agentkv"))
@@ -165,6 +195,8 @@ def main():
               f"{x['lat_p95']:.3f} | {ttft} | {x['req_s']:.2f} |")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=1))
+    if a.plot:
+        plot([(f"{a.replicas} replicas, {a.turns} turns", out)], a.plot)
 
 
 if __name__ == "__main__":
