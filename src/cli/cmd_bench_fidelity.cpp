@@ -116,6 +116,7 @@ Result<FidelityTaskOptions> task_options(const FidelityArgs& a, const std::strin
 
 void run(FidelityArgs a) {
   for (const std::string& spec : a.schemes) {
+    if (spec.empty()) continue;  // --schemes '': full recomputation alone (a task's own accuracy)
     auto s = parse_scheme_spec(spec);
     if (!s.is_ok()) return fail(s.status());
     a.o.schemes.push_back(*s);
@@ -228,7 +229,7 @@ void register_bench_fidelity(CLI::App& app) {
   cmd->add_option("--schemes", a->schemes,
                   "schemes to compare, comma-separated: naive, epic, cacheblend, sparsex, relay; SCHEME:V sets the main "
                   "parameter (cacheblend and sparsex: ratio, epic: recompute_tokens), SCHEME:KEY=V any other "
-                  "(e.g. sparsex:0.15:boundary_layer=0)")
+                  "(e.g. sparsex:0.15:boundary_layer=0); '' for full recomputation alone (a task's own accuracy)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--task", a->tasks,
