@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "util/status.h"
+#include "agentkv/status.h"
 
 namespace agentkv {
 

@@ -18,11 +18,12 @@
 #include "agentkv/kv_remote.h"
 #include "agentkv/kv_sharing_params.h"
 #include "agentkv/sampling.h"
-#include "util/status.h"
+#include "agentkv/status.h"
 
 namespace agentkv {
 
 class Tokenizer;
+struct ServeRequestHooks;
 
 using ServeId = uint64_t;
 
@@ -65,45 +66,10 @@ struct ServeRequest {
   // The scheme's parameters; unset ones take the engine's defaults. One the
   // scheme does not take, or a value out of range, is kInvalidArgument.
   KvSharingParams kv_sharing_params;
-  // For benchmarks (not on the HTTP API): the engine emits these tokens in
-  // order instead of sampling (teacher forcing: the logprobs, and the logits
-  // with return_logits, are those of the forced tokens' positions).
-  std::vector<int32_t> forced_tokens;
-  // Hooks for `agentkv logits`, which checks this engine's forward pass
-  // against an independent reference (tests/python/test_logits.py):
-  // return_logits: every event that samples a token also carries the raw
-  // logits row it sampled from (ServeEvent::logits); with max_tokens 1 that
-  // is the last prompt position's row.
-  bool return_logits = false;
-  // >= 0: prompt tokens from this index on are computed one per step, as
-  // decode computes generated tokens, instead of in prefill chunks (the
-  // chunk before stops at this index); exercises the KV cache path. -1: off.
-  int32_t one_per_step_from = -1;
-  // Idle priority (the server's fidelity audit; not on the HTTP API): the
-  // request is admitted only when no other request waits (or, with
-  // ServingOptions::background_reserve, one at a time), takes at most
-  // max(background_rows, background_reserve) of a step while others run, and is the
-  // first to go when the KV pool runs short: it then ends with kError and
-  // an error that starts with "dropped". Its tokens count in no stats.
-  bool background = false;
-  // For `agentkv profile-relay` and tests (not on the HTTP API): with a
-  // segment-reuse scheme, called on the engine thread at every layer for the
-  // prompt's reused positions active there, with their fresh K (after RoPE)
-  // and V and the K/V copied from the cache (K rotated to the position;
-  // rows in position order, [n, kv_dim] each). Use a scheme at its exact
-  // limit so that every reused position runs every layer.
-  struct KvProbe {
-    int32_t layer = 0;
-    const int32_t* pos = nullptr;
-    int64_t n = 0;
-    const float* k = nullptr;
-    const float* cached_k = nullptr;
-    const float* v = nullptr;
-    const float* cached_v = nullptr;
-    int64_t kv_dim = 0;
-    int64_t head_dim = 0;
-  };
-  std::function<void(const KvProbe&)> kv_probe;
+  // Benchmark and test hooks (teacher forcing, raw logits, idle priority,
+  // K/V probes): declared in the engine's internal runtime/request_hooks.h,
+  // set by agentkv's own tools and tests, null for everyone else.
+  std::shared_ptr<const ServeRequestHooks> hooks;
 };
 
 enum class ServeFinish { kNone, kStop, kLength, kCancelled, kError };
@@ -136,7 +102,7 @@ struct ServeEvent {
                                       // not apply to the adapter's kind (ICaRus for a plain LoRA)
   double queue_s = 0;                 // submit -> first scheduled
   double ttft_s = 0;                  // submit -> first token
-  // ServeRequest::return_logits only: the n_vocab raw logits the event's
+  // ServeRequestHooks::return_logits only: the n_vocab raw logits the event's
   // token was sampled from (also when that token ended the request unemitted,
   // e.g. end-of-generation).
   std::vector<float> logits;

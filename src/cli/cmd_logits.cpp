@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "cli/generate_serving.h"
 #include "tokenizer/tokenizer.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv::cli {
 
@@ -54,10 +55,10 @@ Status run(const LogitsArgs& a) {
   ServeRequest req;
   req.prompt = ids;
   req.max_tokens = 1;
-  req.return_logits = true;
+  edit_request_hooks(req).return_logits = true;
   // --decode-from K: prefill the first K ids in one go, then the rest one
   // token per step through the KV cache, as decoding does.
-  if (a.decode_from >= 0) req.one_per_step_from = std::max(a.decode_from, 1);
+  if (a.decode_from >= 0) edit_request_hooks(req).one_per_step_from = std::max(a.decode_from, 1);
   AKV_ASSIGN_OR_RETURN(ServeEvent last, serve_one(*engine, std::move(req)));
   const std::vector<float>& logits = last.logits;
   if (logits.empty()) return make_error(ErrorCode::kInternal, "the engine returned no logits");

@@ -41,6 +41,7 @@
 #include "sharing/scheme.h"
 #include "sharing/scheme_defaults.h"
 #include "util/file_id.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv {
 
@@ -101,7 +102,7 @@ struct Live : SchedRequest {
   // runtime/prompt_deferral.h): the deferred chunks' states, the split
   // step's verdicts and the kept rows still to run.
   PromptDeferral defer;
-  std::function<void(const ServeRequest::KvProbe&)> kv_probe;
+  std::function<void(const ServeRequestHooks::KvProbe&)> kv_probe;
   std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;
   // Constrained decoding: the request's place in its grammar, and the mask
@@ -121,15 +122,15 @@ struct Live : SchedRequest {
         ignore_eos(r.ignore_eos),
         stop_token_ids(r.stop_token_ids),
         prompt_logprobs(r.prompt_logprobs),
-        return_logits(r.return_logits),
+        return_logits(request_hooks(r).return_logits),
         submitted(t),
-        kv_probe(r.kv_probe),
-        forced(r.forced_tokens) {
+        kv_probe(request_hooks(r).kv_probe),
+        forced(request_hooks(r).forced_tokens) {
     tokens = r.prompt;
     n_prompt = static_cast<int32_t>(r.prompt.size());
     read_cache = r.prompt_logprobs < 0;  // prompt logprobs need every prompt row's logits
-    one_per_step_from = r.one_per_step_from;
-    background = r.background;
+    one_per_step_from = request_hooks(r).one_per_step_from;
+    background = request_hooks(r).background;
     if (r.constraint) matcher = r.constraint->matcher();
     if (!r.session_id.empty()) {
       session_key = agentkv::session_key(r.tenant, r.session_id);

@@ -1,4 +1,4 @@
-// Segment reuse in the serving engine (DESIGN.md §2, SegmentIndex; the
+// Segment reuse in the serving engine (docs/design.md §2, SegmentIndex; the
 // planners live in sharing/): the lookup of a request's cached segments,
 // the K/V copies of each chunk, the planner's rows and hooks as Step rows
 // and LayerHooks, and relay's captures in and out of the KV components.
@@ -254,7 +254,7 @@ void ServingEngineImpl::add_kv_probes(Live& l, int32_t seq_index, Step* step) co
         take(fresh, v.v, i);
         take(cached, v.cached_v, i);
       }
-      ServeRequest::KvProbe pr;
+      ServeRequestHooks::KvProbe pr;
       pr.layer = layer;
       pr.pos = pos.data();
       pr.n = static_cast<int64_t>(pos.size());

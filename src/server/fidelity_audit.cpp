@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "util/stats.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv::server {
 
@@ -66,7 +67,7 @@ class AuditingEngine final : public ServingEngine {
 
   Result<ServeId> submit(ServeRequest req, ServeSink sink) override {
     const std::string& asked = req.kv_sharing.empty() ? cfg_.default_scheme : req.kv_sharing;
-    if (asked == "none" || req.background || req.max_tokens < 1 || !sample()) {
+    if (asked == "none" || request_hooks(req).background || req.max_tokens < 1 || !sample()) {
       return inner_->submit(std::move(req), std::move(sink));
     }
     auto a = std::make_shared<Audit>();
@@ -75,8 +76,8 @@ class AuditingEngine final : public ServingEngine {
     a->tenant = req.tenant;
     a->cache_salt = req.cache_salt;
     a->scheme = asked;
-    a->client_logits = req.return_logits;
-    req.return_logits = true;
+    a->client_logits = request_hooks(req).return_logits;
+    edit_request_hooks(req).return_logits = true;
     ServeSink wrapped = [this, a, sink = std::move(sink)](ServeEvent&& ev) {
       if (!ev.kv_sharing.empty()) a->scheme = ev.kv_sharing;
       // One sample per event when logits are returned; an event whose token
@@ -184,11 +185,12 @@ class AuditingEngine final : public ServingEngine {
     r.tenant = a.tenant;
     r.cache_salt = a.cache_salt;
     r.kv_sharing = "none";
-    r.forced_tokens = a.tokens;
+    ServeRequestHooks& h = edit_request_hooks(r);
+    h.forced_tokens = a.tokens;
+    h.return_logits = true;
+    h.background = true;
     r.max_tokens = static_cast<int32_t>(a.tokens.size());
     r.ignore_eos = true;
-    r.return_logits = true;
-    r.background = true;
     auto run = std::make_shared<Rerun>();
     auto id = inner_->submit(std::move(r), [run](ServeEvent&& ev) {
       std::lock_guard<std::mutex> lk(run->mu);

@@ -9,6 +9,7 @@
 #include "agentkv/serving.h"
 #include "tokenizer/tokenizer.h"
 #include "util/stats.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv {
 
@@ -122,7 +123,7 @@ std::vector<ServeRequest> cache_requests_of(const FidelityTask& t) {
     for (int32_t d : t.cache_order) {
       ServeRequest c;
       c.prompt = t.producers[d];
-      c.forced_tokens = t.reports[d];
+      edit_request_hooks(c).forced_tokens = t.reports[d];
       c.max_tokens = std::max<int32_t>(static_cast<int32_t>(t.reports[d].size()), 1);
       c.ignore_eos = true;
       out.push_back(std::move(c));
@@ -201,7 +202,7 @@ Status run_scheme(const SchemeRun& s, ServingEngine& full_eng, ServingEngine& en
   log.prompt = prompt;
   for (ServeRequest& c : cache_requests(s.t, s.sc)) {
     log.cache_prompts.push_back(c.prompt);
-    log.cache_forced.push_back(c.forced_tokens);
+    log.cache_forced.push_back(request_hooks(c).forced_tokens);
     log.cache_under_scheme = !c.kv_sharing.empty();
     c.tenant = s.ns;
     run_one(eng, std::move(c));
@@ -211,15 +212,16 @@ Status run_scheme(const SchemeRun& s, ServingEngine& full_eng, ServingEngine& en
   std::vector<std::vector<float>> exact;
   if (!scheme_teaches) {
     ServeRequest tf = scheme_request(s, prompt);
-    tf.forced_tokens = ref.tokens;
-    tf.return_logits = true;
+    ServeRequestHooks& th = edit_request_hooks(tf);
+    th.forced_tokens = ref.tokens;
+    th.return_logits = true;
     measured = run_one(eng, std::move(tf));
     if (!measured.error.empty()) return make_error(ErrorCode::kInternal, s.sc.label, ": ", measured.error);
   }
   // The free-running greedy run may hit the prefix blocks the forced run
   // committed (the chat header), as any later agent would.
   ServeRequest gr = scheme_request(s, prompt);
-  gr.return_logits = scheme_teaches;
+  if (scheme_teaches) edit_request_hooks(gr).return_logits = true;
   RunOut greedy = run_one(eng, std::move(gr));
   if (!greedy.error.empty()) return make_error(ErrorCode::kInternal, s.sc.label, ": ", greedy.error);
   if (scheme_teaches) {
@@ -229,8 +231,9 @@ Status run_scheme(const SchemeRun& s, ServingEngine& full_eng, ServingEngine& en
     fr.max_tokens = static_cast<int32_t>(greedy.tokens.size());
     fr.ignore_eos = true;
     fr.tenant = s.ns;
-    fr.forced_tokens = greedy.tokens;
-    fr.return_logits = true;
+    ServeRequestHooks& fh = edit_request_hooks(fr);
+    fh.forced_tokens = greedy.tokens;
+    fh.return_logits = true;
     RunOut rerun = run_one(full_eng, std::move(fr));
     if (!rerun.error.empty()) return make_error(ErrorCode::kInternal, "full re-run: ", rerun.error);
     exact = std::move(rerun.lps);
@@ -302,7 +305,7 @@ Result<FidelityReport> run_fidelity(const FidelityOptions& o) {
     fr.max_tokens = o.gen_tokens;
     fr.ignore_eos = true;
     fr.tenant = tenant;
-    fr.return_logits = true;
+    edit_request_hooks(fr).return_logits = true;
     RunOut ref = run_one(*full_eng, std::move(fr));
     if (!ref.error.empty()) return make_error(ErrorCode::kInternal, "full prefill: ", ref.error);
     ++full_acc.prompts;

@@ -11,6 +11,7 @@
 #include "tokenizer/tokenizer.h"
 #include "util/file_id.h"
 #include "workloads/task_text.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv {
 
@@ -95,7 +96,7 @@ Result<std::map<int32_t, std::map<int32_t, float>>> probe_chain(ServingEngine& e
   r.kv_sharing_params.l_end = eng.n_layers();
   r.kv_sharing_params.dev_threshold = 0;
   r.kv_sharing_params.influence_threshold = 0;
-  r.kv_probe = [&d, n_layers](const ServeRequest::KvProbe& pr) {
+  edit_request_hooks(r).kv_probe = [&d, n_layers](const ServeRequestHooks::KvProbe& pr) {
     *n_layers = std::max(*n_layers, pr.layer + 1);
     for (int64_t j = 0; j < pr.n; ++j) {
       d[pr.layer][pr.pos[j]] =

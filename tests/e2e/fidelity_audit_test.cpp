@@ -16,6 +16,7 @@
 #include "agentkv/serving.h"
 #include "serving_util.h"
 #include "util/stats.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv {
 namespace {
@@ -61,7 +62,7 @@ TEST(FidelityAuditE2E, KlEqualsAnIndependentExactRun) {
   const std::vector<int32_t> prompt = cat({doc(2, 30), document, doc(4, 12)});
   ServeRequest req = greedy_request(prompt, 8);
   req.kv_sharing = "naive";
-  req.return_logits = true;
+  edit_request_hooks(req).return_logits = true;
   const Outcome served = serve_requests(*eng, {req})[0];
   ASSERT_EQ(served.finish, ServeFinish::kLength) << served.error;
   ASSERT_GE(served.reused, 128);
@@ -79,8 +80,9 @@ TEST(FidelityAuditE2E, KlEqualsAnIndependentExactRun) {
   auto fresh = engine();
   ASSERT_TRUE(fresh);
   ServeRequest exact = greedy_request(prompt, 8);
-  exact.forced_tokens = served.tokens;
-  exact.return_logits = true;
+  ServeRequestHooks& h = edit_request_hooks(exact);
+  h.forced_tokens = served.tokens;
+  h.return_logits = true;
   const Outcome ref = serve_requests(*fresh, {exact})[0];
   ASSERT_EQ(ref.logits.size(), 8u);
   double kl = 0;

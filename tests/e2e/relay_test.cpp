@@ -17,6 +17,7 @@
 #include "../ci_required.h"
 #include "agentkv/serving.h"
 #include "serving_util.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv {
 namespace {
@@ -106,7 +107,7 @@ TEST_F(Relay, RotatedLayerZeroKeysEqualKeysComputedInPlace) {
   float worst = 0, worst_v = 0;
   int64_t n = 0;
   ServeRequest r = relay(cat({doc(601, 101), up.tokens, doc(602, 5)}), 1, all);
-  r.kv_probe = [&](const ServeRequest::KvProbe& p) {
+  edit_request_hooks(r).kv_probe = [&](const ServeRequestHooks::KvProbe& p) {
     if (p.layer != 0) return;
     for (int64_t i = 0; i < p.n * p.kv_dim; ++i) {
       worst = std::max(worst, std::abs(p.k[i] - p.cached_k[i]));

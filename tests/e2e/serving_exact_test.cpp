@@ -19,6 +19,7 @@
 #include "agentkv/serving.h"
 #include "serving_util.h"
 #include "tokenizer/tokenizer.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv {
 namespace {
@@ -198,7 +199,7 @@ TEST_F(ServingExact, ReturnedLogitsAndOnePerStepPromptTail) {
   auto p = shared_prefix_prompts(eng->tokenizer())[13];
   ASSERT_GT(p.size(), 20u);
   ServeRequest req = greedy_request(p, 4);
-  req.return_logits = true;
+  edit_request_hooks(req).return_logits = true;
   const int64_t steps0 = eng->stats().steps;
   auto plain = serve_requests(*eng, {req});
   const int64_t steps1 = eng->stats().steps;
@@ -216,7 +217,7 @@ TEST_F(ServingExact, ReturnedLogitsAndOnePerStepPromptTail) {
   }
   EXPECT_EQ(steps1 - steps0, 1 + 3) << "the prompt in one step, then three decode steps";
 
-  req.one_per_step_from = static_cast<int32_t>(p.size()) - 5;
+  edit_request_hooks(req).one_per_step_from = static_cast<int32_t>(p.size()) - 5;
   auto tail = serve_requests(*eng, {req});
   EXPECT_EQ(eng->stats().steps - steps1, 1 + 5 + 3) << "one chunk, five one-token steps, three decode steps";
   expect_same(plain[0], tail[0], "prompt tail one per step");
@@ -313,7 +314,7 @@ TEST_F(ServingExact, BackgroundRequestIsExactAndGivesWayUnderPressure) {
   std::vector<ServeRequest> mixed;
   mixed.push_back(greedy_request(doc(7, 90), 6));
   mixed.push_back(greedy_request(p, 12));
-  mixed.back().background = true;
+  edit_request_hooks(mixed.back()).background = true;
   mixed.back().cache_salt = "bg";  // no prefix hit on the first run: computed again
   mixed.push_back(greedy_request(doc(8, 70), 9));
   const std::vector<Outcome> got = serve_requests(*eng, std::move(mixed));
@@ -342,7 +343,7 @@ TEST_F(ServingExact, BackgroundRequestIsExactAndGivesWayUnderPressure) {
     bool started = false, bg_done = false;
     Outcome bg;
     ServeRequest r = greedy_request(doc(9, 40), 60);  // 100 tokens: fits alone
-    r.background = true;
+    edit_request_hooks(r).background = true;
     ASSERT_TRUE(small
                     ->submit(std::move(r),
                              [&](ServeEvent&& ev) {

@@ -45,7 +45,7 @@ struct Outcome {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;                 // chosen token
   std::vector<std::vector<float>> top;         // top-N logprobs per token
-  std::vector<std::vector<float>> logits;      // ServeRequest::return_logits: per event that sampled
+  std::vector<std::vector<float>> logits;      // ServeRequestHooks::return_logits: per event that sampled
   ServeFinish finish = ServeFinish::kNone;
   int32_t cached = 0;
   int32_t reused = 0;  // prompt tokens copied from cached segments
@@ -115,7 +115,7 @@ inline std::vector<Outcome> serve_all(ServingEngine& eng, const std::vector<std:
   return serve_requests(eng, std::move(reqs));
 }
 
-// Exact means bitwise (DESIGN.md §4): every CPU kernel keeps one reduction
+// Exact means bitwise (docs/design.md §4): every CPU kernel keeps one reduction
 // order per row whatever the Step's row count, its other rows and the thread
 // count (backend/cpu/dot_tile.h), so two runs of the same request compare
 // equal, tokens and logprobs, with no tolerance.

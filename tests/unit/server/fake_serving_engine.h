@@ -19,6 +19,7 @@
 
 #include "../tokenizer/tokenizer_test_util.h"
 #include "agentkv/serving.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv::test {
 
@@ -42,7 +43,7 @@ class FakeServingEngine : public ServingEngine {
   int tokens_per_request = 3;          // < 0: until cancelled
   std::chrono::milliseconds tick{2};
   int cached_tokens = 1;
-  // ServeRequest::return_logits: each sampling event carries n_vocab logits
+  // ServeRequestHooks::return_logits: each sampling event carries n_vocab logits
   // that peak at its token; a request under a scheme named here gets them
   // moved a little (an approximate scheme's error, for the audit's tests).
   std::vector<std::string> approximate_schemes;
@@ -230,7 +231,7 @@ class FakeServingEngine : public ServingEngine {
           SampleResult s{id, -0.5f, {{id, -0.5f}, {script_[0], -1.5f}}};
           s.top.resize(std::min<size_t>(s.top.size(), a.req.sampling.n_logprobs));
           e.samples.push_back(s);
-          if (a.req.return_logits) {
+          if (request_hooks(a.req).return_logits) {
             const bool approx = std::find(approximate_schemes.begin(), approximate_schemes.end(),
                                           a.req.kv_sharing) != approximate_schemes.end();
             e.logits.assign(static_cast<size_t>(tok_.n_vocab()), 0.0f);

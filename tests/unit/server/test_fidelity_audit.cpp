@@ -9,6 +9,7 @@
 
 #include "fake_serving_engine.h"
 #include "server/fidelity_audit.h"
+#include "runtime/request_hooks.h"
 
 namespace agentkv::server {
 namespace {
@@ -85,13 +86,13 @@ TEST(FidelityAudit, ReRunsExactlyAndRecordsWhatTheSchemeCost) {
   // The re-run: scheme none, the first two served tokens forced, background.
   const std::vector<ServeRequest> sub = f->submitted_requests();
   ASSERT_EQ(sub.size(), 2u);
-  EXPECT_TRUE(sub[0].return_logits);
+  EXPECT_TRUE(request_hooks(sub[0]).return_logits);
   const ServeRequest& rr = sub[1];
   EXPECT_EQ(rr.kv_sharing, "none");
-  EXPECT_TRUE(rr.background && rr.return_logits && rr.ignore_eos);
+  EXPECT_TRUE(request_hooks(rr).background && request_hooks(rr).return_logits && rr.ignore_eos);
   EXPECT_EQ(rr.prompt, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(rr.tenant, "t1");
-  EXPECT_EQ(rr.forced_tokens, std::vector<int32_t>(a.tokens.begin(), a.tokens.begin() + 2));
+  EXPECT_EQ(request_hooks(rr).forced_tokens, std::vector<int32_t>(a.tokens.begin(), a.tokens.begin() + 2));
   EXPECT_EQ(rr.max_tokens, 2);
   EXPECT_NE(text.find("agentkv_fidelity_audit_kl_count{scheme=\"naive\",model=\"smol\",tenant=\"t1\"} 1"),
             std::string::npos)
@@ -117,7 +118,7 @@ TEST(FidelityAudit, AnExactSchemeIsZeroBitForBitAndNoneIsNeverSampled) {
   auto e = make_auditing_engine(std::move(fake), cfg, reg);
   Served none, exact;
   ServeRequest r = request("alora");
-  r.return_logits = true;  // the client's own: kept
+  edit_request_hooks(r).return_logits = true;  // the client's own: kept
   ASSERT_TRUE(e->submit(request("none"), collect(&none)).is_ok());
   ASSERT_TRUE(e->submit(r, collect(&exact)).is_ok());
   wait(&none);
