@@ -2,7 +2,8 @@
 # Runs the whole test suite, building what it tests first so it never runs
 # stale binaries:
 #   1. release build (build/) and its ctest: unit, backend-op and e2e tests on
-#      the real model (labels: unit, backend, e2e);
+#      the real model (labels: unit, backend, e2e); the library installed and
+#      examples/embed.cpp built against it and run (scripts/check_embed.sh);
 #   2. the exactness suite on each other q8 ISA, synthetic K-quant models and
 #      Gemma 3 270M; the Python reference and server checks (tests/python),
 #      with Qwen2.5-Coder-0.5B and Gemma 3 270M installed for those that need
@@ -56,6 +57,10 @@ done_stage "release build"
 stage "release: ctest"
 ctest_checked build -j2
 done_stage "release ctest"
+
+stage "release: the installed library and examples/embed.cpp linked against it"
+scripts/check_embed.sh build
+done_stage "embed example"
 
 # Issue 31: the ctest above ran the q8 kernels of the best ISA this CPU has
 # (auto). The exactness tests run once more on each other one it has
