@@ -17,7 +17,7 @@ struct KvSharingParams {
   std::optional<int32_t> overflow_blocks;     // sparsex: KV blocks added on each side of a run not reused, >= 0
   std::optional<int32_t> tail_tokens;         // sparsex: last reused tokens recomputed when the prompt ends in one, >= 0
   std::optional<int32_t> min_segment_tokens;  // every reuse scheme: shortest segment reused, >= 1
-  // relay (RelayCaching, SCHEMES.md §3): reused tokens recompute layers
+  // relay (RelayCaching, docs/scheme_algorithms.md §3): reused tokens recompute layers
   // [l_start, l_end) from their hidden-state snapshot, all of them up to
   // l_det, the selected ones above; l_start == l_end is direct reuse.
   std::optional<int32_t> l_start;

@@ -49,7 +49,7 @@ struct KvLayerView {
   KvDType dtype = KvDType::kF32;
 };
 
-// Flash-LoRA-Attention (LRAgent Alg. 1, App. B; SCHEMES.md §1.2): a
+// Flash-LoRA-Attention (LRAgent Alg. 1, App. B; docs/scheme_algorithms.md §1.2): a
 // sequence s with b[s] set reads V = V_base + scale[s] · V_lr · B^T, where
 // V_lr is the rank-r row X·A^T the LR cache keeps per token (one row per
 // token, shared by every kv head, stored before scaling) and B (kv_dim,
@@ -220,7 +220,7 @@ class backend_i {
 
   // y[m, w.n] = x[m, w.k] · dequant(w)^T (+ y if accumulate), activations in
   // f32, for any m (decode and prefill). Kernels keep one summation order per
-  // output whatever m and the thread count (batch invariance, DESIGN.md §4).
+  // output whatever m and the thread count (batch invariance, docs/design.md §4).
   virtual void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) = 0;
 
   // Two products of one input, ya = x · dequant(a)^T and yb = x · dequant(b)^T
@@ -250,7 +250,7 @@ class backend_i {
   virtual void kv_copy_rotate(const KvLayerView& kv, const int64_t* src_slots, const int64_t* dst_slots,
                               const int32_t* delta, int64_t n, const RopeParams& p) = 0;
 
-  // Grouped LoRA for the rows of one adapter (DESIGN.md §2: rows grouped by
+  // Grouped LoRA for the rows of one adapter (docs/design.md §2: rows grouped by
   // adapter): for i < n_rows, with r = rows[i],
   //   y[r, :] += w.scale * (x[r, :] · w.a^T) · w.b^T.
   // x: (R, k) and y: (R, n) are a whole Step's activations and outputs
@@ -272,7 +272,7 @@ class backend_i {
                          float scale, float* out) = 0;
 
   // Attention mass each key of ONE sequence receives from a subset of its
-  // query rows (selection hooks: SparseX Sparse-Q scores, SCHEMES.md §2.1):
+  // query rows (selection hooks: SparseX Sparse-Q scores, docs/scheme_algorithms.md §2.1):
   //   colsum[j] = sum_i sum_h softmax(q[i, h] K_{h/group}^T * scale over keys b_i..q_pos[i])[j]
   // for j < n_keys, over all n_heads query heads (GQA as in attention); a
   // query adds nothing to keys after its position. q: [n_q, n_heads,

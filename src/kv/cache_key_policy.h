@@ -1,4 +1,4 @@
-// How one request's KV blocks are keyed in the prefix cache (DESIGN.md §2):
+// How one request's KV blocks are keyed in the prefix cache (docs/design.md §2):
 // the engine sets it from the request's scheme, and the scheduler hands it
 // to the KV manager at admission and after each step without reading it.
 // What it says, in the KV manager's terms:

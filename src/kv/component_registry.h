@@ -1,4 +1,4 @@
-// The KV components the schemes declare at server start (DESIGN.md §2): each
+// The KV components the schemes declare at server start (docs/design.md §2): each
 // scheme says what it keeps per token slot beside the K/V, for which of the
 // engine's features, and the engine adds up what is declared to size the KV
 // budget and creates each component once. The engine knows a component by

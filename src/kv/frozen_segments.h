@@ -1,4 +1,4 @@
-// The frozen segment pool (SparseX §4, "knowledge base"; DESIGN.md §2
+// The frozen segment pool (SparseX §4, "knowledge base"; docs/design.md §2
 // FrozenPool): segments an operator pinned so that their KV stays cached
 // whatever the LRU would do. Bookkeeping only, like BlockPool: which blocks
 // each segment pins, how often it was hit and when, and which segments were

@@ -1,4 +1,4 @@
-// A KV component (DESIGN.md §2): a side store with the block geometry that
+// A KV component (docs/design.md §2): a side store with the block geometry that
 // holds `width` floats per token slot next to a block's K/V, such as the
 // hidden state entering one layer (RelayCaching's h^(L_start)) or a running
 // per-token statistic (its influence score). It is indexed by KV slot

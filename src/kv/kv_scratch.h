@@ -1,5 +1,5 @@
 // Transient rows of floats kept in blocks of the KV pool, so that they count
-// against the KV memory budget like the K/V they stand beside (DESIGN.md §2,
+// against the KV memory budget like the K/V they stand beside (docs/design.md §2,
 // KV components). A holder (a request) reserves room for n rows of `width`
 // floats; the pool lends it whole blocks under a reserved id, evicting cached
 // blocks as for any allocation, and takes them back at release. The blocks'

@@ -1,4 +1,4 @@
-// The LR cache's physical memory (LRAgent §3, SCHEMES.md §1.2): per token and
+// The LR cache's physical memory (LRAgent §3, docs/scheme_algorithms.md §1.2): per token and
 // layer one row of `width` values holding X·A^T of an adapter's v_proj LoRA
 // (its rank r <= width values, before scaling; the rest unused), in the KV
 // cache's element type (--kv-dtype): the low-rank part of V is stored as V is. Blocks of

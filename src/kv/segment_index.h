@@ -1,6 +1,6 @@
 // Segment index: position-independent keys over cached full blocks, so a
 // cached run of tokens can be found wherever it occurs in a new prompt
-// (SparseX "virtual blocks", SCHEMES.md §2.1 step 1; DESIGN.md §2). The key
+// (SparseX "virtual blocks", docs/scheme_algorithms.md §2.1 step 1; docs/design.md §2). The key
 // is H(kRootHash, token ids, extra keys): unlike the prefix hash it is not
 // chained, so it does not depend on what preceded the block.
 //

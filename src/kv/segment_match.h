@@ -1,5 +1,5 @@
 // Finds cached runs of tokens in a new prompt at token granularity, through
-// the segment index (SCHEMES.md §2.1 steps 1-2). SparseX pads each reused
+// the segment index (docs/scheme_algorithms.md §2.1 steps 1-2). SparseX pads each reused
 // segment to a block boundary; we do not change the prompt: a hit is copied
 // into the request's own blocks anyway (K rotated by the position delta), so
 // it may start at any token offset.

@@ -5,7 +5,7 @@
 // rows name an adapter of Step::adapters, and after each of the seven base
 // linears the runner adds each adapter's LoRA delta to its rows. It knows
 // nothing of sharing schemes: which rows run in which layers, which write
-// K/V, and which a hook drops are the Step's business (DESIGN.md §2).
+// K/V, and which a hook drops are the Step's business (docs/design.md §2).
 //
 // Layer by layer it keeps the rows active there compacted in row order: a
 // row joins at its layer_begin (from the embedding or an injected hidden

@@ -1,6 +1,6 @@
 // The rows of a chunk without segment reuse, as the request's planner lists
 // them (SeqPlanner::chunk_rows, redo_rows), turned into a Step's rows; and
-// the engine state the shared-K/V schemes need (SCHEMES.md §1.2-1.3):
+// the engine state the shared-K/V schemes need (docs/scheme_algorithms.md §1.2-1.3):
 //  - LRAgent: each row writes its LR row (X·A^T of its adapter's v_proj) to
 //    the request's LR blocks; rows whose base K/V came from the prefix cache
 //    (positions before SchedRequest::kv_hit_tokens) keep it and write only

@@ -1,5 +1,5 @@
 // A Step is the unit the runner executes: the token rows of a whole batch of
-// sequences (DESIGN.md §2). Dense prefill, prefix hits, decode, sparse
+// sequences (docs/design.md §2). Dense prefill, prefix hits, decode, sparse
 // recomputation and ICaRus paired decode are just different row sets: a row
 // is active in a range of layers, may join above layer 0 with an injected
 // hidden state, and writes its K/V or keeps the cached entry. Hooks let a
@@ -59,7 +59,7 @@ struct StepSeq {
   std::vector<int32_t> blocks; // block table: KV position j lives in blocks[j / block_size]
 };
 
-// LRAgent (SCHEMES.md §1.2), per Step sequence: adapter >= 0 is an index
+// LRAgent (docs/scheme_algorithms.md §1.2), per Step sequence: adapter >= 0 is an index
 // into Step::adapters whose v_proj LoRA lives in the LR cache: the
 // sequence's V is V_base + scale · V_lr · B (Flash-LoRA-Attention), its rows
 // add no v_proj LoRA to the V they write, and V_lr of position j is in LR

@@ -1,4 +1,4 @@
-// DroidSpeak's critical layers for a model and a team of adapters (SCHEMES.md
+// DroidSpeak's critical layers for a model and a team of adapters (docs/scheme_algorithms.md
 // §1.3): the layers whose K/V an agent must recompute when it reuses
 // another agent's cache. `agentkv profile-droidspeak` measures, per layer,
 // how far a consumer agent's output moves when that one layer's K/V is the

@@ -1,4 +1,4 @@
-// One request's planner (DESIGN.md §2-3): a scheme admits a request
+// One request's planner (docs/design.md §2-3): a scheme admits a request
 // (SharingScheme::admit) and returns this object, which holds everything the
 // scheme decided for it and all its per-request state, from admission to
 // finish. The engine asks it, and nothing else, what to do:
@@ -52,7 +52,7 @@ struct SeqSharing {
   // logits; the encoder row of that token only writes KV.
   bool decoder_row = false;
   // The schemes whose K/V any agent writes and any agent reads (FullShared,
-  // DroidSpeak, LRAgent's base K/V; SCHEMES.md §1.2-1.3): every block carries
+  // DroidSpeak, LRAgent's base K/V; docs/scheme_algorithms.md §1.2-1.3): every block carries
   // this lineage tag instead of the base's or the adapter's, so approximate
   // K/V another agent wrote never serves an exact scheme. Empty: the rules
   // above.

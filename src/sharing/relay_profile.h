@@ -1,4 +1,4 @@
-// RelayCaching's offline layer profile (paper §4.2, App. B.1; SCHEMES.md
+// RelayCaching's offline layer profile (paper §4.2, App. B.1; docs/scheme_algorithms.md
 // §3.2): from per-token V deviations between an upstream agent's decode-phase
 // K/V and the full prefill of a downstream prompt, the band of layers the
 // relay scheme recomputes, [l_start, l_end), and its detection layer l_det.

@@ -1,4 +1,4 @@
-// Segment reuse (DESIGN.md §2, SCHEMES.md §4-6): a request's prompt may
+// Segment reuse (docs/design.md §2, docs/scheme_algorithms.md §4-6): a request's prompt may
 // contain runs of tokens whose K/V is already cached elsewhere, computed at
 // other positions and behind another prefix. The engine finds them
 // (SegmentIndex), copies their K/V into the request's blocks with K rotated

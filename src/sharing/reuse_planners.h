@@ -1,4 +1,4 @@
-// The planners of the segment-reuse schemes (SCHEMES.md §2-6), made
+// The planners of the segment-reuse schemes (docs/scheme_algorithms.md §2-6), made
 // directly: the schemes' make_planner() and the planner unit tests use these.
 #pragma once
 
@@ -14,7 +14,7 @@ std::unique_ptr<SeqPlanner> make_naive_planner();
 std::unique_ptr<SeqPlanner> make_epic_planner(int32_t recompute_tokens);
 std::unique_ptr<SeqPlanner> make_cacheblend_planner(double ratio, int32_t check_layer);
 
-// SparseX (SCHEMES.md §2): dense below boundary_layer, Sparse-Q selection at it.
+// SparseX (docs/scheme_algorithms.md §2): dense below boundary_layer, Sparse-Q selection at it.
 struct SparsexConfig {
   int32_t boundary_layer = 0;
   double ratio = 0;
@@ -23,7 +23,7 @@ struct SparsexConfig {
 };
 std::unique_ptr<SeqPlanner> make_sparsex_planner(const SparsexConfig& c);
 
-// RelayCaching (SCHEMES.md §3.3): reused tokens resume at l_start from their
+// RelayCaching (docs/scheme_algorithms.md §3.3): reused tokens resume at l_start from their
 // hidden-state snapshot, all recompute through l_det, the selected ones
 // (deviation, influence, suffix) up to l_end; the first prefix_tokens of each
 // reused run recompute every layer, as epic's do (an ablation, 0 by default).

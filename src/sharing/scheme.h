@@ -1,4 +1,4 @@
-// The SharingScheme interface (DESIGN.md §2–3): a scheme checks a request's
+// The SharingScheme interface (docs/design.md §2–3): a scheme checks a request's
 // parameters and admits it, returning the request's planner
 // (sharing/planner.h), which answers every question the engine asks of it:
 // which lineage its KV blocks get (so what it may share), which of its
@@ -107,7 +107,7 @@ class SharingScheme {
 // adapters keep their own rules.
 inline bool shared_kv_reader(std::optional<AdapterKind> kind) { return !kind || *kind == AdapterKind::kLora; }
 
-// Server-wide defaults of the segment-reuse parameters (SCHEMES.md §4-6).
+// Server-wide defaults of the segment-reuse parameters (docs/scheme_algorithms.md §4-6).
 // Each is its scheme's cheapest setting within 5 accuracy points and a mean
 // KL of 0.05 of full recomputation on `bench-fidelity --task retrieval`, 100
 // paired prompts on SmolLM2-135M (scripts/bench_retrieval_defaults.sh;

@@ -1,4 +1,4 @@
-// `cacheblend` (CacheBlend, SCHEMES.md §4): every token runs layer 0 and the
+// `cacheblend` (CacheBlend, docs/scheme_algorithms.md §4): every token runs layer 0 and the
 // check layer (default 1) densely, writing fresh K/V. At the check layer the
 // reused tokens are scored by the squared L2 distance between their fresh V
 // and the V copied from the cache (CacheBlend's code; LMCache uses K), and

@@ -1,4 +1,4 @@
-// Composition (DESIGN.md §3, "Schemes compose"): an exact adapter scheme and
+// Composition (docs/design.md §3, "Schemes compose"): an exact adapter scheme and
 // a segment-reuse scheme on one request. The exact scheme decides the
 // weights, the lineage of each block and the decoder rows (so the team keeps
 // its exact sharing of the prefix); the reuse scheme plans the reuse of

@@ -1,4 +1,4 @@
-// `droidspeak` (DroidSpeak, as LRAgent runs it: SCHEMES.md §1.3): one K/V
+// `droidspeak` (DroidSpeak, as LRAgent runs it: docs/scheme_algorithms.md §1.3): one K/V
 // cache for every agent, as `full`, but an agent recomputes the K/V of its
 // critical layers for the tokens another agent wrote, overwriting the shared
 // entries (LRAgent App. D.6), and reuses the other layers' K/V. Its hidden

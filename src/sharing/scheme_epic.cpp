@@ -1,4 +1,4 @@
-// `epic` (EPIC's LegoLink, SCHEMES.md §5): the first N tokens of every reused
+// `epic` (EPIC's LegoLink, docs/scheme_algorithms.md §5): the first N tokens of every reused
 // segment are recomputed in every layer, with all tokens not reused; the
 // rest of each segment keeps its copied K/V. The selection is static: it
 // does not look at the forward pass. Default N = 16 (LegoLink-16).

@@ -1,4 +1,4 @@
-// `full` (FullShared, LRAgent's fastest baseline, SCHEMES.md §1.2): one K/V
+// `full` (FullShared, LRAgent's fastest baseline, docs/scheme_algorithms.md §1.2): one K/V
 // cache for every agent. Whichever agent first computes a token's K/V writes
 // it, V with that agent's LoRA term in it, and every other agent reuses it as
 // it is, so an agent prefills only tokens no agent has computed. Blocks carry

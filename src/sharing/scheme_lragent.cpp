@@ -1,4 +1,4 @@
-// LRAgent (paper 000, §3-4; SCHEMES.md §1.2): each agent's cache is a base
+// LRAgent (paper 000, §3-4; docs/scheme_algorithms.md §1.2): each agent's cache is a base
 // part, K and V_base = X·W_v, shared by every agent, and a low-rank part, the
 // v_proj LoRA's X·A (r values per token and layer), in the LR cache.
 // Attention reads V = V_base + s·(X·A)·B_j (Flash-LoRA-Attention).

@@ -1,4 +1,4 @@
-// `naive` (SCHEMES.md §6, "ZERO"): every reused token keeps the K/V copied
+// `naive` (docs/scheme_algorithms.md §6, "ZERO"): every reused token keeps the K/V copied
 // from its cached segment (K rotated to its new position); only the tokens
 // not reused are computed, and they attend to everything. The cheapest and
 // least faithful reuse: the reused K/V never sees its new prefix. Exact

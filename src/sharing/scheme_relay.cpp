@@ -1,4 +1,4 @@
-// `relay` (RelayCaching, SCHEMES.md §3.3; paper §4.3): the prompt's reused
+// `relay` (RelayCaching, docs/scheme_algorithms.md §3.3; paper §4.3): the prompt's reused
 // tokens (typically an upstream agent's output, whose K/V and hidden states
 // were kept while it was decoded) are recomputed only in a band of layers:
 //   - layers [0, l_start): the copied K/V as they are;

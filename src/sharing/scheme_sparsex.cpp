@@ -1,4 +1,4 @@
-// `sparsex` (SparseX, SCHEMES.md §2; paper §3, App. A Alg. 1):
+// `sparsex` (SparseX, docs/scheme_algorithms.md §2; paper §3, App. A Alg. 1):
 //   - layers [0, l*) run densely for every prompt position, writing fresh K/V
 //     (the "hybrid" boundary; l* = 0 is the paper's variant without it);
 //   - at layer l* every position writes fresh K/V, and the positions not

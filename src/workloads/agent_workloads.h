@@ -1,6 +1,6 @@
 // Multi-agent workloads for `agentkv bench-agents`, run on the serving engine
 // in process (no HTTP in the measured path), each against `none` on the same
-// trace (DESIGN.md §7):
+// trace (docs/design.md §7):
 //   - alora_pipeline: paper 004, Sec. 4.1 and 4.4.1. The base answers a prompt
 //     of L tokens (256 tokens), five adapters evaluate the conversation in
 //     parallel (16 tokens each), the base answers again with the evaluations
@@ -10,7 +10,7 @@
 //   - icarus_round_robin: N ICaRus agents take turns on one growing
 //     trajectory (each turn: the whole trajectory as prompt, G new tokens),
 //     under `icarus` and under `none`.
-//   - team_docs: a team of adapters reads retrieved documents (DESIGN.md §3,
+//   - team_docs: a team of adapters reads retrieved documents (docs/design.md §3,
 //     "Schemes compose"): the exact adapter scheme alone, the segment-reuse
 //     scheme alone, the two composed, and `none`.
 #pragma once

@@ -1,5 +1,5 @@
 // bench-fidelity's workflow tasks, the analogs of SparseX's Table 1 and
-// Table 3 at SmolLM2 scale (SCHEMES.md §2.5):
+// Table 3 at SmolLM2 scale (docs/scheme_algorithms.md §2.5):
 //   chat    multi-round chat (LOCOMO-style): a conversation history of
 //           n_docs turns was cached in sessions of session_turns turns,
 //           each behind an earlier system prompt (LOCOMO's conversations

@@ -1,6 +1,6 @@
 // `agentkv bench-fidelity`: what an approximate KV-sharing scheme costs in
 // quality and buys in time, against full recomputation on the same prompts
-// (DESIGN.md §4, "measured, not assumed"). Per prompt: full prefill on an
+// (docs/design.md §4, "measured, not assumed"). Per prompt: full prefill on an
 // engine with no cache (the reference: greedy tokens and full next-token
 // distributions), then on a second engine the prompt's documents are cached
 // alone, in another order, and each scheme runs free-running greedy (exact

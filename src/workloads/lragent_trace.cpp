@@ -17,7 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kAgents[] = {"plan", "action", "reflect"};
 
-// Random role adapters in the paper's setting (SCHEMES.md §1.1): LoRA on
+// Random role adapters in the paper's setting (docs/scheme_algorithms.md §1.1): LoRA on
 // q_proj and v_proj, r 8, alpha 16; A drawn from one name so the three
 // share it (the paper shares v's A; q's is shared too here, which changes
 // nothing the trace measures).

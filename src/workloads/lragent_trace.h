@@ -1,4 +1,4 @@
-// LRAgent's efficiency trace (paper 000, App. C.5, Table 10; SCHEMES.md
+// LRAgent's efficiency trace (paper 000, App. C.5, Table 10; docs/scheme_algorithms.md
 // §1.5) for `agentkv bench-agents --workload lragent-trace`: three agents
 // (plan, action, reflect: LoRA adapters on one base) on one growing
 // trajectory of random token ids, 17 steps per iteration, each step an agent

@@ -1,7 +1,7 @@
 // `agentkv bench-relay`: multi-agent chains on the serving engine, in process,
 // each agent's prompt holding every upstream agent's generated tokens
 // verbatim (relay_chain_prompt.h), so a segment-reuse scheme can serve them
-// from the upstream decode KV (RelayCaching, paper 003 §5; SCHEMES.md §3.6):
+// from the upstream decode KV (RelayCaching, paper 003 §5; docs/scheme_algorithms.md §3.6):
 //   ttft-chain       Table 2: n agents, a first prompt of exactly P tokens,
 //                    each agent emits G tokens (forced length); TTFT per agent.
 //   context-scaling  Fig. 8: 3 agents, agents 1 and 2 emit C/2 tokens each;

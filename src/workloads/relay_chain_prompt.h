@@ -1,6 +1,6 @@
 // Prompts of an agent chain (`agentkv bench-relay`), built as token ids so
 // that upstream agents' generated tokens go in verbatim (never detokenized and
-// re-tokenized: segment reuse finds cached runs of token ids, SCHEMES.md
+// re-tokenized: segment reuse finds cached runs of token ids, docs/scheme_algorithms.md
 // §3.7). Agent i's prompt is RelayCaching's [new prefix] + [relay segments] +
 // [new suffix] (paper 003, §3.3):
 //   head(role_i) + body + for each upstream j: label_j + out_j + tail(suffix_i)

@@ -1,6 +1,6 @@
 // The accuracy task of `agentkv bench-relay --workload accuracy-chain`: a
 // three-agent chain over a seeded list of records (RelayCaching's chains,
-// SCHEMES.md §3.6, at a size SmolLM2-135M can solve). Each record is one
+// docs/scheme_algorithms.md §3.6, at a size SmolLM2-135M can solve). Each record is one
 // line, "- The home city of Maria is Paris."; the question asks for one
 // person's city. The Extractor copies that person's record, the Reasoner
 // says the city, and the Answerer states "Answer: <city>". Text only (no

@@ -1,6 +1,6 @@
 // `agentkv profile-relay`: measures where an upstream agent's decode-phase
 // K/V deviates from a full prefill of the downstream prompt, per layer and
-// token (RelayCaching §4.2, App. B.1; SCHEMES.md §3.2), on the serving
+// token (RelayCaching §4.2, App. B.1; docs/scheme_algorithms.md §3.2), on the serving
 // engine, and derives the relay layers from it (sharing/relay_profile.h).
 //
 // Calibration is a seeded summarize-then-answer chain, no download: agent 1

@@ -1,6 +1,6 @@
 // Seeded analogs of the RULER tasks that SparseX's Table 2 reports (Hsieh et
 // al. 2024, "RULER: What's the Real Context Size of Your Long-Context
-// Language Models?", §3; SCHEMES.md §2.5), at bench-fidelity's scale: the
+// Language Models?", §3; docs/scheme_algorithms.md §2.5), at bench-fidelity's scale: the
 // context is split into n documents, the instruction is in the head and the
 // question in the tail. Templates follow RULER's; the shapes (needles,
 // hops, word counts) come from FidelityTaskOptions.

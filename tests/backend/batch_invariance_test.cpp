@@ -1,4 +1,4 @@
-// Batch invariance (DESIGN.md §4): a row's output from every op the runner
+// Batch invariance (docs/design.md §4): a row's output from every op the runner
 // calls is bitwise the same whatever the other rows of the call, the row
 // count and the thread count. Each case computes rows alone (one row per call,
 // one thread) and then in calls of other sizes and thread counts, and demands

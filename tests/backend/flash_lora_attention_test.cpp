@@ -224,7 +224,7 @@ TEST(FlashLoraAttentionShapes, GqaRatios) {
 }
 
 // A row's output does not depend on the other rows of the call (batch
-// invariance, DESIGN.md §4): alone and among others it is bitwise the same.
+// invariance, docs/design.md §4): alone and among others it is bitwise the same.
 TEST(FlashLoraAttentionShapes, RowAloneEqualsRowInABatch) {
   std::mt19937 rng(11);
   const Case batch{"batch", 9, 3, 64, 16, {{60, iota_rows(0, 60), 8}}};

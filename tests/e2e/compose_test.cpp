@@ -1,4 +1,4 @@
-// Composed schemes on the real model (DESIGN.md §3, "Schemes compose"): an
+// Composed schemes on the real model (docs/design.md §3, "Schemes compose"): an
 // exact adapter scheme (alora, icarus) with a segment-reuse scheme on one
 // request. Without a reusable segment the composition is the exact scheme,
 // bit for bit; at the reuse scheme's exact limit (ratio 1.0) it is full

@@ -1,5 +1,5 @@
 // The schemes whose K/V every agent shares (LRAgent's BaseShared and
-// BaseLRShared, and its baselines FullShared and DroidSpeak; SCHEMES.md
+// BaseLRShared, and its baselines FullShared and DroidSpeak; docs/scheme_algorithms.md
 // §1.2-1.4) on the real model, through the serving engine, with random PEFT
 // adapters on q_proj and v_proj (the paper's setting): what each reuses
 // when a second agent continues the first one's context, and their exact
@@ -263,7 +263,7 @@ TEST_F(Lragent, SecondAgentReusesWhatItsSchemeShares) {
   }
 }
 
-// Exact limits (DESIGN.md §4): DroidSpeak with every layer critical
+// Exact limits (docs/design.md §4): DroidSpeak with every layer critical
 // recomputes everything another agent wrote, and BaseShared with the same
 // agent twice reuses only its own K/V and LR rows: both give none's logits
 // for the second turn, to float rounding.

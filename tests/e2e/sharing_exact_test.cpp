@@ -1,5 +1,5 @@
 // The exact sharing schemes on the real model, through the serving engine
-// and real PEFT adapter files (DESIGN.md §4): `none` never shares across
+// and real PEFT adapter files (docs/design.md §4): `none` never shares across
 // adapters, `alora` shares base-lineage blocks both ways, `icarus` shares all
 // KV, and none of them changes what a request computes. Skipped when the
 // model file is absent.

@@ -8,7 +8,7 @@ POST /tokenize, then per line the role's label ids ("Plan:", "Action:",
 "Answer:", tokenized once), the agent's generated ids as they came back, and
 the newline id (the role's end marker, which the agent stops on and the
 controller appends). It is never detokenized and re-tokenized (LRAgent
-pitfall, SCHEMES.md §1.6). Roles run in the order plan, action, plan,
+pitfall, docs/scheme_algorithms.md §1.6). Roles run in the order plan, action, plan,
 action, reflect; each is a completions request with the whole trajectory as
 a token-id prompt, greedy, `max_tokens` (32), `stop_token_ids` [newline],
 `return_token_ids` true and `kv_sharing` the scheme. All requests of one

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent numpy reference of the shared-K/V schemes of LRAgent (SCHEMES.md
+"""Independent numpy reference of the shared-K/V schemes of LRAgent (docs/scheme_algorithms.md
 §1.2-1.3; docs/usage.md "Shared-K/V schemes (LRAgent)") for two LoRA agents
 on one Llama base.
 
@@ -63,7 +63,7 @@ always B's own: K = K_B, V = V_B(b), computed by B's forward):
                   layers of C; S then runs through all layers as usual. With
                   C = every layer this is `none`.
 
-With one agent (a == b) all five give `none`'s logits; SCHEMES.md §1.4.
+With one agent (a == b) all five give `none`'s logits; docs/scheme_algorithms.md §1.4.
 
 CLI:
   python3 tools/reference/shared_kv_ref.py --model M --producer DIR --consumer DIR \\

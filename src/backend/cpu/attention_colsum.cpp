@@ -1,5 +1,5 @@
 // Attention mass per key position from a subset of one sequence's queries
-// (SparseX Sparse-Q selection, SCHEMES.md §2.1 step 4: s_j = sum_i A_sq[i, j],
+// (SparseX Sparse-Q selection, docs/scheme_algorithms.md §2.1 step 4: s_j = sum_i A_sq[i, j],
 // summed over heads).
 //
 // Nothing of size n_q x n_heads x n_keys is kept. Work item = (query, kv

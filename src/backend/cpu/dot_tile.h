@@ -1,4 +1,4 @@
-// The one reduction order of every CPU product (DESIGN.md §4, batch
+// The one reduction order of every CPU product (docs/design.md §4, batch
 // invariance). An output y[i, j] = dot(x[i], w[j]) over k elements is summed
 //   - in 8 lanes, lane l holding the elements k' = l (mod 8);
 //   - each lane serially in increasing k', one fused multiply-add fma(w, x, acc)

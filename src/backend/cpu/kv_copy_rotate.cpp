@@ -1,5 +1,5 @@
 // Copy of cached K/V entries to new slots with K rotated by a position delta
-// (KvStore segment moves; SparseX's fused copy-and-align, SCHEMES.md §2.1
+// (KvStore segment moves; SparseX's fused copy-and-align, docs/scheme_algorithms.md §2.1
 // step 2). The K row is copied and then rotated in place by the rotation of
 // rope_delta, so the moved K is bit for bit what rope_delta makes of it
 // (with an f16/bf16 cache: of the widened row, rounded back).

@@ -10,7 +10,7 @@
 // q = round-half-even(x * (1/d)) (all zero when d == 0), qsum = sum(q),
 // s = d * float(qsum), qlo = the sum of its first 16 q.
 //
-// The one order of every output (batch invariance, DESIGN.md §4), whatever
+// The one order of every output (batch invariance, docs/design.md §4), whatever
 // the kernel, row count or thread count:
 //   acc = +0; for each 32-element block b in increasing order:
 //     isum = sum over the block of wq * q      (exact, int32)

@@ -1,4 +1,4 @@
-// The partial-recomputation execution model (DESIGN.md §2) on small random
+// The partial-recomputation execution model (docs/design.md §2) on small random
 // models: layer-ranged rows, injected hidden states, captures, hooks that
 // drop rows, and K/V copies with RoPE delta rotation. Each is checked
 // against a dense run of the same rows, bitwise where the arithmetic is the

@@ -1,4 +1,4 @@
-// The relay planner on synthetic chunks and hook views (SCHEMES.md §3.3):
+// The relay planner on synthetic chunks and hook views (docs/scheme_algorithms.md §3.3):
 // the rows' layer bands (resumed at l_start where a snapshot exists), the
 // suffix of each reused run, influence and deviation selection at l_det, the
 // exact limit and the empty band, and its parameter checks.

@@ -1,4 +1,4 @@
-// The lineage and weight rules of the exact schemes (DESIGN.md §2), on
+// The lineage and weight rules of the exact schemes (docs/design.md §2), on
 // in-memory adapters: no weights are needed to decide who shares what.
 #include "sharing/scheme.h"
 

@@ -1,4 +1,4 @@
-// One planner per request (DESIGN.md §2-3): every scheme, single or
+// One planner per request (docs/design.md §2-3): every scheme, single or
 // composed, admits a request through SharingScheme::admit and returns the
 // planner the engine asks for the request's cache keys, rows, segment reuse
 // and captures.
