@@ -15,7 +15,16 @@
 
 #include "backend/cpu/simd.h"
 
+#include "backend/cpu/asan_check.h"
+
 namespace agentkv::cpu {
+
+// Rows [0, n) of p, row r at p + r * ld, each of len floats: addressable
+// (asan_check.h; nothing outside ASan builds).
+inline void check_rows(const float* p, int64_t ld, int64_t n, int64_t len) {
+  if (len <= 0) return;
+  for (int64_t r = 0; r < n; ++r) check_region(p + r * ld, static_cast<size_t>(len) * sizeof(float));
+}
 
 inline void store_out(float* y, float s, bool accumulate) { *y = accumulate ? *y + s : s; }
 
@@ -40,7 +49,7 @@ inline float hsum8(const Lanes8& a) {
 // y[r * ldy + c] (+)= dot(x[r], w[c]) for r < R, c < C over k elements:
 // rows of x start ldx floats apart, rows of w ldw apart.
 template <int R, int C>
-inline void dot_tile_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy,
+AGENTKV_TILE_NO_SANITIZE inline void dot_tile_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy,
                          bool accumulate) {
 #if AGENTKV_AVX2
   __m256 acc[R][C];

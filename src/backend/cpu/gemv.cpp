@@ -25,6 +25,10 @@ void rows_tile(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t
 
 void dot_rows_f32(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k, float* y, int64_t ldy,
                   int64_t m, int64_t j0, int64_t j1, bool accumulate) {
+  // What the uninstrumented tiles will touch (dot_tile.h), under ASan.
+  check_rows(x, ldx, m, k);
+  check_rows(w + j0 * ldw, ldw, j1 - j0, k);
+  check_rows(y + j0, ldy, m, j1 - j0);
   // ~64 KiB of w per column block: it stays in L2 (512 KiB here) while every
   // tile of x rows passes over it, so w is read from memory once.
   const int64_t block = std::max<int64_t>(12, (int64_t(16) << 10) / std::max<int64_t>(1, k) / 12 * 12);

@@ -38,6 +38,7 @@
 #include "backend/cpu/matmul_quant_blocks.h"
 #include "backend/cpu/simd.h"
 #include "util/log.h"
+#include "backend/cpu/asan_check.h"
 
 namespace agentkv::cpu {
 namespace {
