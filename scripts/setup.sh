@@ -21,7 +21,7 @@ MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 # Pinned: the versions the suite was last run with.
 PY_PKGS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 openai==3.54.0 pytest==9.2.0 jinja2==3.1.6 jsonschema==4.25.1
-  openai-agents==0.24.0 msgspec==0.22.0 pyzmq==27.3.0)
+  openai-agents==0.24.0 msgspec==0.22.0 pyzmq==27.3.0 pytest-xdist==3.8.0 execnet==2.1.2)
 
 t0=$SECONDS
 say() { echo "[setup +$((SECONDS - t0))s] $*"; }
