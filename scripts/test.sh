@@ -42,6 +42,11 @@ ctest_checked() {
 build_tree() {  # build_tree DIR PRESET [targets...]
   local dir=$1 preset=$2
   shift 2
+  # A tree an older checkout configured with Unix Makefiles (the presets
+  # now generate Ninja files) is configured afresh.
+  if [ -f "$dir/CMakeCache.txt" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; then
+    rm -rf "$dir"
+  fi
   mkdir -p "$dir"
   [ -f "$dir/CMakeCache.txt" ] || cmake --preset "$preset" >"$dir/configure.log" 2>&1 \
     || { tail -40 "$dir/configure.log"; exit 1; }
