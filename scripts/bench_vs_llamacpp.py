@@ -10,9 +10,10 @@ two per test. With --act-quant f32,q8 agentkv runs once per activation
 mode (f32: exact products; q8: 8-bit activations and integer dot products,
 as llama.cpp computes). A mode may name the q8 kernels' instruction set,
 `q8@avx512` or `q8@amx` (`--isa`), so that ISAs run interleaved in one
-run (issue 31), and may end in `+prepack` (`--prepack-weights`: the layer
-weights laid out once at load for the prefill kernels), e.g.
-`q8,q8+prepack` or `q8@amx+prepack`. A mode prefixed `before:` runs the binary
+run (issue 31), and may end in `+prepack` (`--prepack-weights`: the
+weights laid out once at load for the prefill kernels) or `+file`
+(`--no-decode-layout`: q4_K and q6_K decode from the file's blocks), e.g.
+`q8,q8+prepack,q8+file` or `q8@amx+prepack`. A mode prefixed `before:` runs the binary
 given by --agentkv-before instead (an older build), so that a change is
 measured interleaved against the code before it: `before:q8,q8`. The table
 gives medians over the rounds and the ratio agentkv / llama.cpp per mode,
@@ -52,22 +53,23 @@ def run(cmd):
 
 
 def parse_mode(mode):
-    """'q8@avx512+prepack' -> ('q8', 'avx512', True); a 'before:' prefix is
-    the binary's, not the mode's."""
+    """'q8@avx512+prepack' -> ('q8', 'avx512', ['--prepack-weights']); +file
+    is --no-decode-layout; a 'before:' prefix is the binary's, not the mode's."""
     base, plus, flag = mode.removeprefix("before:").partition("+")
     act_quant, _, isa = base.partition("@")
-    if act_quant not in ("f32", "q8") or (plus and flag != "prepack") or (act_quant == "f32" and (isa or plus)):
-        sys.exit(f"--act-quant: {mode} is not f32, q8, q8@ISA or either q8 form with +prepack")
-    return act_quant, isa, bool(plus)
+    flags = {"prepack": ["--prepack-weights"], "file": ["--no-decode-layout"]}
+    if act_quant not in ("f32", "q8") or (plus and flag not in flags) or (act_quant == "f32" and (isa or plus)):
+        sys.exit(f"--act-quant: {mode} is not f32, q8, q8@ISA or either q8 form with +prepack or +file")
+    return act_quant, isa, flags[flag] if plus else []
 
 
 def ours(a, model, mode):
-    act_quant, isa, prepack = parse_mode(mode)
+    act_quant, isa, layout = parse_mode(mode)
     binary = a.agentkv_before if mode.startswith("before:") else a.agentkv
     out = run([binary, "bench-forward", "-m", model, "-r", "1", "--thread-counts", a.threads,
                "--prompt-lens", a.prompt_lens, "--decode-ctx", a.decode_ctx, "--decode-tokens", a.decode_tokens,
                "--kv-dtype", a.kv_dtype, "--act-quant", act_quant] + (["--isa", isa] if isa else []) +
-              (["--prepack-weights"] if prepack else []))
+              layout)
     return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in map(ROW.match, out.splitlines()) if m}
 
 
@@ -140,7 +142,7 @@ def main():
     ap.add_argument("--kv-dtype", default="f16", choices=["f16", "f32"], help="both engines' KV cache type")
     ap.add_argument("--act-quant", default="f32",
                     help="agentkv's activation modes, comma-separated: f32, q8, q8@ISA, each q8 one optionally "
-                         "+prepack (e.g. q8@avx512,q8@amx or q8,q8+prepack)")
+                         "+prepack or +file (e.g. q8@avx512,q8@amx or q8,q8+prepack,q8+file)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agentkv", default=os.path.join(ROOT, "build", "agentkv"))
     ap.add_argument("--agentkv-before", help="an older agentkv binary, run for the modes prefixed before:")

@@ -136,6 +136,12 @@ struct ServingOptions {
   // values more for q4_1 (2x its file's), 36 for q4_0 (2x) and q8_0 (1.06x),
   // not counted in the KV budget. Logged at start with its size.
   bool prepack_weights = false;
+  // q8 only (and not on the scalar kernels): hold q4_K and q6_K matrices
+  // (an untied output matrix included) in records of eight rows that the
+  // decode kernels read with no horizontal reduction, in place of the
+  // file's blocks: one copy, 1.03x the file's bytes for q4_K, the same for
+  // q6_K. The same bits. Off: the file's blocks (--no-decode-layout).
+  bool decode_layout = true;
   int64_t kv_cache_tokens = 0;        // > 0: the pool holds this many tokens (in whole blocks) instead;
                                       // the CLI's --ctx-size
   int32_t max_model_len = 0;          // 0: the model's context length (capped at 32768)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backend/kv_dtype.h"
 #include "util/status.h"
@@ -131,6 +132,10 @@ struct QuantMatrix {
   // The backend's own copy of these weights, laid out once for its kernels
   // (backend_i::prepare_weights), or null: the kernels read `data` alone.
   const void* layout = nullptr;
+  // data holds a q4_K or q6_K matrix in the CPU backend's decode layout
+  // (backend_cpu_k8_records) instead of the file's blocks; row_bytes stays
+  // the file's. Same products, bit for bit.
+  bool k8 = false;
 };
 
 // backend_i::prepare_weights: the layout (null: none) and its bytes.
@@ -165,8 +170,9 @@ inline std::optional<ActQuant> act_quant_parse(std::string_view name) {
 struct BackendConfig {
   int n_threads = 1;
   ActQuant act_quant = ActQuant::kF32;
-  // prepare_weights lays quantized weights out for the prefill kernels once
-  // (more memory, less work per prefill call); off: it returns null.
+  // prepare_weights lays quantized weights out once for the prefill kernels,
+  // and for the decode kernels of q4_K and q6_K (more memory, less work per
+  // call); off: it returns null.
   bool prepack_weights = false;
 };
 
@@ -212,9 +218,12 @@ class backend_i {
   // A copy of w laid out for this backend's kernels, made once (at load),
   // to pass as QuantMatrix::layout with w; empty when the backend keeps none
   // for w (BackendConfig::prepack_weights off, or no layout for its type).
-  // The results do not change, bit for bit; the memory does.
-  virtual PreparedWeights prepare_weights(const QuantMatrix& w) {
+  // The results do not change, bit for bit; the memory does. decode_only:
+  // w's products have a row per sequence (the output matrix), so only a
+  // decode layout is worth its memory (empty where the type has none).
+  virtual PreparedWeights prepare_weights(const QuantMatrix& w, bool decode_only = false) {
     (void)w;
+    (void)decode_only;
     return {};
   }
 
@@ -301,5 +310,13 @@ bool backend_cpu_reads_packed(uint32_t type);
 Status backend_cpu_select_isa(std::string_view name);
 // The one in use, by name.
 const char* backend_cpu_isa();
+// The CPU backend's decode layout of q4_K and q6_K matrices (QuantMatrix::k8;
+// cpu/k8_layout.h): records of eight rows whose q8 decode products need no
+// horizontal reduction. True for the types that have it.
+bool backend_cpu_k8_type(uint32_t type);
+// w's records (w in the file's blocks, backend_cpu_k8_type(w.type), w.k a
+// multiple of 256): (n + 7) / 8 * k / 256 records of 1184 (q4_K) or 1680
+// (q6_K) bytes, in place of the file's n * k / 256 blocks of 144 or 210.
+std::vector<uint8_t> backend_cpu_k8_records(const QuantMatrix& w);
 
 }  // namespace agentkv

@@ -396,7 +396,7 @@ void announce(const ServeArgs& a, ServingEngine& engine, int port) {
       a.engine.kv_sharing.c_str(), a.engine.act_quant.c_str(), a.engine.act_quant == "q8" ? " on " : "",
       a.engine.act_quant == "q8" ? backend_cpu_isa() : "");
   if (const int64_t b = engine.stats().prepacked_weight_bytes; b > 0) {
-    std::fprintf(stderr, "agentkv: --prepack-weights: %lld MiB of layer weights laid out for prefill\n",
+    std::fprintf(stderr, "agentkv: --prepack-weights: %lld MiB of weights laid out for the q8 kernels\n",
                  static_cast<long long>(b >> 20));
   }
   for (const ServedModel& m : engine.models()) {

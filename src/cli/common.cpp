@@ -45,6 +45,7 @@ ServingOptions serving_options(const EngineArgs& a) {
   so.kv_dtype = a.kv_dtype;
   so.act_quant = a.act_quant;
   so.prepack_weights = a.prepack_weights;
+  so.decode_layout = a.decode_layout;
   return so;
 }
 
@@ -62,10 +63,10 @@ void add_engine_options(CLI::App* cmd, EngineArgs* o) {
       ->check(CLI::Range(1, 1 << 16));
   add_kv_dtype_option(cmd, &o->kv_dtype);
   add_act_quant_option(cmd, &o->act_quant);
-  add_prepack_option(cmd, &o->prepack_weights);
+  add_prepack_option(cmd, &o->prepack_weights, &o->decode_layout);
 }
 
-void add_prepack_option(CLI::App* cmd, bool* prepack_weights) {
+void add_prepack_option(CLI::App* cmd, bool* prepack_weights, bool* decode_layout) {
   cmd->add_flag(
       "--prepack-weights", *prepack_weights,
       "with --act-quant q8: lay the layer weights out once at start for the prefill kernels instead "
@@ -73,6 +74,12 @@ void add_prepack_option(CLI::App* cmd, bool* prepack_weights) {
       "layout prefetches its rows; the weights then take, per 32 values, 40 "
       "bytes more for q4_1, q5_1, q4_K and q5_K, 36 for q4_0, q5_0 and q8_0, 38 for q6_K: 2x a q4 file's, "
       "1.06x a q8_0's; logged at start)");
+  cmd->add_flag("--decode-layout,!--no-decode-layout", *decode_layout,
+                "with --act-quant q8 (the default): hold q4_K and q6_K matrices in records of eight rows "
+                "that decode reads with no horizontal reduction, in place of the file's blocks (one copy, "
+                "the same bits; decode of a Q4_K_M file faster: docs/usage.md); --no-decode-layout keeps "
+                "the file's blocks")
+      ->capture_default_str();
 }
 
 void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype) {

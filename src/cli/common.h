@@ -22,6 +22,7 @@ struct EngineArgs {
   std::string kv_dtype = "f16";
   std::string act_quant = "q8";
   bool prepack_weights = false;
+  bool decode_layout = true;
 };
 
 // The serving engine for EngineArgs: --ctx-size is both the KV pool and the
@@ -34,14 +35,16 @@ std::string default_model_path();
 // The committed DroidSpeak profile of the default model, "" when absent or another model is set.
 std::string default_droidspeak_profile();
 
-// Adds --model, --threads, --ctx-size, --block-size, --ubatch, --kv-dtype, --act-quant, --prepack-weights.
+// Adds --model, --threads, --ctx-size, --block-size, --ubatch, --kv-dtype, --act-quant, --prepack-weights,
+// --decode-layout.
 void add_engine_options(CLI::App* cmd, EngineArgs* opts);
 // Adds --kv-dtype (f16, bf16, f32) on any command that builds an engine.
 void add_kv_dtype_option(CLI::App* cmd, std::string* kv_dtype);
 // Adds --act-quant (f32, q8).
 void add_act_quant_option(CLI::App* cmd, std::string* act_quant);
-// Adds --prepack-weights (ServingOptions::prepack_weights).
-void add_prepack_option(CLI::App* cmd, bool* prepack_weights);
+// Adds --prepack-weights and --decode-layout (ServingOptions::prepack_weights,
+// ::decode_layout).
+void add_prepack_option(CLI::App* cmd, bool* prepack_weights, bool* decode_layout);
 
 // Checks a --kv-sharing value against the scheme registry (single schemes
 // and compositions such as alora+sparsex); the error says what is wrong.

@@ -31,7 +31,7 @@ void add_model_flags(CLI::App* cmd, ServeArgs* a) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   add_kv_dtype_option(cmd, &e.kv_dtype);
   add_act_quant_option(cmd, &e.act_quant);
-  add_prepack_option(cmd, &e.prepack_weights);
+  add_prepack_option(cmd, &e.prepack_weights, &e.decode_layout);
 }
 
 // Frozen segments and agent sessions.

@@ -20,7 +20,7 @@ bool DenseTensor::row_f32(int64_t r, float* out) const {
     std::memcpy(out, data.data() + r * cols, sizeof(float) * cols);
     return true;
   }
-  if (packed.empty()) return false;
+  if (packed.empty() || k8) return false;
   return dequantize_row(static_cast<GgmlType>(packed_type), packed.data() + r * packed_row_bytes, out, cols).is_ok();
 }
 

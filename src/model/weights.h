@@ -23,7 +23,12 @@ struct DenseTensor {
   // directly; empty for f32 files and vectors.
   std::vector<uint8_t> packed;
   uint32_t packed_type = 0;       // ggml type id of `packed`
-  int64_t packed_row_bytes = 0;
+  int64_t packed_row_bytes = 0;   // the file's, also when k8
+  // `packed` holds the CPU backend's decode layout of a q4_K or q6_K matrix
+  // (QuantMatrix::k8; runtime/decode_layout.h) instead of the file's
+  // blocks: the engine's one copy of that matrix. row_f32 and values_f32
+  // then return false / empty (only the backend reads the layout).
+  bool k8 = false;
 
   bool empty() const { return data.empty() && packed.empty(); }
   const float* f32() const { return data.data(); }  // null when packed-only

@@ -21,21 +21,24 @@ Runner::Runner(std::shared_ptr<const Model> model, backend_i* backend, KvStorage
   rope_local_.freq_scale = 1.0f;
   rope_local_.freq_factors = nullptr;
   // The layer matrices laid out once for the backend's kernels, where it
-  // keeps a layout (--prepack-weights). The output matrix is left out: its
-  // products have one row per sequence, which reads the file's blocks.
+  // keeps a layout (--prepack-weights). The output matrix's products have
+  // one row per sequence: it gets a decode layout only (decode_only).
+  auto prepare = [&](const DenseTensor& w, bool decode_only) {
+    if (w.packed.empty() || w.shape.size() != 2 || !backend_->supports_quant(w.packed_type)) return;
+    PreparedWeights p = backend_->prepare_weights(quant_matrix(w, w.shape[0], w.shape[1]), decode_only);
+    if (!p.layout) return;
+    prepared_bytes_ += p.bytes;
+    layouts_.emplace(w.packed.data(), std::move(p.layout));
+  };
   for (const LayerWeights& l : model_->w.layers) {
-    for (const DenseTensor* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      if (w->packed.empty() || w->shape.size() != 2 || !backend_->supports_quant(w->packed_type)) continue;
-      PreparedWeights p = backend_->prepare_weights(quant_matrix(*w, w->shape[0], w->shape[1]));
-      if (!p.layout) continue;
-      prepared_bytes_ += p.bytes;
-      layouts_.emplace(w->packed.data(), std::move(p.layout));
-    }
+    for (const DenseTensor* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) prepare(*w, false);
   }
+  prepare(model_->output_weight(), true);
 }
 
 QuantMatrix Runner::quant_matrix(const DenseTensor& w, int64_t n, int64_t k) const {
   QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, n, k};
+  q.k8 = w.k8;
   if (layouts_.empty()) return q;  // the default: no layouts, no lookup on the hot path
   if (auto it = layouts_.find(w.packed.data()); it != layouts_.end()) q.layout = it->second.get();
   return q;

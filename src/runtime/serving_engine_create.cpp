@@ -3,6 +3,7 @@
 // memory budget, the runner, scheduler and observers set up, and the engine
 // thread started; and its shutdown.
 #include "kv/remote_block.h"
+#include "runtime/decode_layout.h"
 #include "runtime/serving_engine_impl.h"
 #include "util/log.h"
 
@@ -146,16 +147,23 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   }
   AKV_RETURN_IF_ERROR(e->allocate_kv(*kv_dtype));
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant, opts.prepack_weights});
+  // q4_K and q6_K matrices in the decode layout, in place of the file's
+  // blocks (the scalar kernels, the reference, read the blocks: left as
+  // they are there).
+  if (*act_quant == ActQuant::kQ8 && opts.decode_layout && std::string_view(backend_cpu_isa()) != "scalar") {
+    if (const int64_t b = lay_out_for_decode(*e->model_, opts.n_threads); b > 0)
+      AKV_LOG_INFO("decode layout: ", b >> 20, " MiB of q4_K/q6_K matrices in records of eight rows");
+  }
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
   e->stats_.prepacked_weight_bytes = e->runner_->prepared_weight_bytes();
   if (opts.prepack_weights) {
     if (e->runner_->prepared_weight_bytes() == 0) {
       AKV_LOG_WARN(
-          "--prepack-weights: nothing laid out (it needs --act-quant q8, q4_0/q4_1/q8_0 weights and a ",
+          "--prepack-weights: nothing laid out (it needs --act-quant q8, weights of a q8 type and a ",
           "SIMD q8 kernel)");
     } else {
       AKV_LOG_INFO("--prepack-weights: ", e->runner_->prepared_weight_bytes() >> 20,
-                   " MiB of layer weights laid out for the prefill kernels");
+                   " MiB of weights laid out for the q8 kernels");
     }
   }
   e->runner_->set_lr_storage(e->lr_storage_.get(), opts.flash_lora);

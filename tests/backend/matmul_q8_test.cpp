@@ -253,9 +253,13 @@ void check_rule(GgmlType t) {
       // 32 bytes of integers and the f32 scale per 32 weights, the f32
       // minimum (q4_1, q5_1, q4_K, q5_K) or q6_K's two i8 scales, for every column
       // padded to the layout's group (8 or 16).
+      // q4_K and q6_K add the decode kernels' records of eight rows
+      // (matmul_q8_k8.inc): 1184 and 1680 bytes per super-block.
       const int64_t per_block = has_min(t) ? 40 : t == GgmlType::kQ6_K ? 38 : 36;
-      EXPECT_GE(laid.bytes, n * (k / 32) * per_block);
-      EXPECT_LE(laid.bytes, (n + 15) / 16 * 16 * (k / 32) * per_block);
+      const int64_t k8 = t == GgmlType::kQ4_K ? 1184 : t == GgmlType::kQ6_K ? 1680 : 0;
+      const int64_t dec = (n + 7) / 8 * (k / 256) * k8;
+      EXPECT_GE(laid.bytes, n * (k / 32) * per_block + dec);
+      EXPECT_LE(laid.bytes, (n + 15) / 16 * 16 * (k / 32) * per_block + dec);
     }
     QuantMatrix qp = qm;
     qp.layout = laid.layout.get();
@@ -379,9 +383,10 @@ TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
 }
 
 // The layout laid out at load is what prefill reads (more than four rows),
-// and decode reads the file's blocks: B's layout passed with A's blocks
-// gives B's product in prefill and A's in decode. Off (or under f32), there
-// is no layout.
+// and decode too for q4_K and q6_K (their k8 records); decode of the other
+// types reads the file's blocks: B's layout passed with A's blocks gives
+// B's product where the layout is read and A's where it is not. Off (or
+// under f32), there is no layout.
 void check_layout_is_read(const std::string& isa, GgmlType t) {
   IsaGuard restore;
   ASSERT_TRUE(backend_cpu_select_isa(isa).is_ok());
@@ -413,7 +418,8 @@ void check_layout_is_read(const std::string& isa, GgmlType t) {
     off->matmul_quant(x.data(), qb, yb.data(), m);
     on->matmul_quant(x.data(), mixed, y.data(), m);
     ASSERT_NE(ya, yb);
-    EXPECT_EQ(y, m <= 4 ? ya : yb) << isa << " " << tr.name << " m=" << m;
+    const bool decode_reads_layout = t == GgmlType::kQ4_K || t == GgmlType::kQ6_K;
+    EXPECT_EQ(y, m <= 4 && !decode_reads_layout ? ya : yb) << isa << " " << tr.name << " m=" << m;
   }
 }
 
@@ -509,6 +515,41 @@ TEST_P(MatmulQ8IsaTest, AMatrixWithoutBlocksLaysOut) {
   const QuantMatrix qm{static_cast<uint32_t>(GgmlType::kQ4_0), &none, 0, 17, 0};
   const std::shared_ptr<const cpu::Q8Panel> panel = cpu::q8_prepack(qm);
   EXPECT_EQ(panel == nullptr, GetParam() == "scalar");
+}
+
+// decode_only (the output matrix, under --prepack-weights): q4_K and q6_K
+// in the file's blocks get their decode records and no panels, the other
+// types nothing; decode reads the records and prefill builds its own
+// panels, with the bits of no layout at all.
+TEST_P(MatmulQ8IsaTest, ADecodeOnlyLayoutHoldsTheDecodeRecordsAlone) {
+  IsaGuard restore;
+  ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
+  auto be = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8, .prepack_weights = true});
+  auto f32 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kF32, .prepack_weights = true});
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1}) {
+    const uint32_t id = static_cast<uint32_t>(t);
+    const auto tr = *ggml_type_traits(id);
+    const int64_t k = 512, n = 45, row_bytes = k / tr.block_elems * tr.block_bytes;
+    std::mt19937 rng(11 + id);
+    const auto w = random_matrix(rng, t, n, k, row_bytes);
+    const QuantMatrix qm{id, w.data(), row_bytes, n, k};
+    const PreparedWeights laid = be->prepare_weights(qm, /*decode_only=*/true);
+    EXPECT_EQ(f32->prepare_weights(qm).layout, nullptr);  // f32 products read the file's blocks
+    const bool k8 = t != GgmlType::kQ4_1 && GetParam() != "scalar";
+    ASSERT_EQ(laid.layout != nullptr, k8) << tr.name;
+    if (k8) {
+      EXPECT_EQ(laid.bytes, (n + 7) / 8 * (k / 256) * (t == GgmlType::kQ4_K ? 1184 : 1680)) << tr.name;
+    }
+    QuantMatrix qp = qm;
+    qp.layout = laid.layout.get();
+    for (int64_t m : {1, 3, 8}) {
+      const auto x = random_vec(rng, m * k);
+      std::vector<float> want(m * n), got(m * n);
+      be->matmul_quant(x.data(), qm, want.data(), m);
+      be->matmul_quant(x.data(), qp, got.data(), m);
+      EXPECT_EQ(got, want) << GetParam() << " " << tr.name << " m=" << m;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, MatmulQ8IsaTest, ::testing::ValuesIn(available_isas()), [](const auto& info) {

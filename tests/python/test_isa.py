@@ -121,17 +121,44 @@ def test_auto_is_one_of_them_and_bad_choices_are_one_line_errors(tmp_path):
 
 @pytest.mark.parametrize("isa", HERE)
 @pytest.mark.parametrize("which", WHICH)
-def test_weights_laid_out_at_load_give_the_same_bits(isa, which, models, scalar_logits, tmp_path):
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+@pytest.mark.parametrize("layout", ["decode records", "file blocks"])
+def test_weights_laid_out_at_load_give_the_same_bits(isa, which, mode, layout, models, scalar_logits, tmp_path):
     """--prepack-weights: prefill reads panels laid out at start instead of
-    building them per call; the logits keep the scalar kernels' bits, and the
-    start log says how much was laid out."""
-    r, got = logits(models[which], isa, tmp_path / f"{isa}.f32", "--prepack-weights",
+    building them per call; decode of q4_K and q6_K reads their decode
+    records (the default; the output matrix's too), or, with
+    --no-decode-layout, the file's blocks and records laid out beside them.
+    The logits keep the scalar kernels' bits, and the start log says how much
+    was laid out."""
+    extra = ["--decode-from", 5] if mode == "decode" else []
+    if layout == "file blocks":
+        extra.append("--no-decode-layout")
+    r, got = logits(models[which], isa, tmp_path / f"{isa}.f32", "--prepack-weights", *extra,
                     env={**os.environ, "AGENTKV_LOG": "info"})
     assert r.returncode == 0, r.stderr
-    assert "MiB of layer weights laid out for the prefill kernels" in r.stderr, r.stderr
-    want = scalar_logits(which, "prefill")
+    assert "MiB of weights laid out for the q8 kernels" in r.stderr, r.stderr
+    want = scalar_logits(which, mode)
     assert want is not None and len(got) == len(want) > 0
     assert got == want
+
+
+@pytest.mark.parametrize("isa", HERE)
+@pytest.mark.parametrize("which", ["q4_K", "q6_K"])
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_the_decode_layout_is_the_default_and_gives_the_file_blocks_bits(isa, which, mode, models, scalar_logits,
+                                                                         tmp_path):
+    """q4_K and q6_K matrices are held in records of eight rows by default
+    (logged at start), and --no-decode-layout keeps the file's blocks: both
+    give the scalar kernels' bits (the scalar run reads the file's blocks)."""
+    extra = ["--decode-from", 5] if mode == "decode" else []
+    env = {**os.environ, "AGENTKV_LOG": "info"}
+    r, laid = logits(models[which], isa, tmp_path / "k8.f32", *extra, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "decode layout: " in r.stderr and "MiB of q4_K/q6_K matrices in records of eight rows" in r.stderr
+    r, file = logits(models[which], isa, tmp_path / "file.f32", "--no-decode-layout", *extra, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "decode layout: " not in r.stderr, r.stderr
+    assert laid == file == scalar_logits(which, mode)
 
 
 def test_prepack_weights_without_q8_says_nothing_is_laid_out():

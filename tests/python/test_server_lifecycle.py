@@ -34,7 +34,7 @@ def test_prepacked_weights_are_reported_and_serve(start_server):
     weights), and requests are served from it."""
     server = start_server("--prepack-weights")
     assert metric(server.metrics(), "agentkv_prepacked_weight_bytes") == 106_168_320 * 40 // 32
-    assert "--prepack-weights: 126 MiB of layer weights laid out for prefill" in server.log(60)
+    assert "--prepack-weights: 126 MiB of weights laid out for the q8 kernels" in server.log(60)
     status, data = server.post_json("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 4,
                                                       "temperature": 0})
     assert status == 200, data

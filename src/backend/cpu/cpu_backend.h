@@ -38,7 +38,7 @@ class CpuBackend final : public backend_i {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void geglu(const float* gate, const float* up, float* out, int64_t n) override;  // swiglu.cpp
   bool supports_quant(uint32_t type) const override;  // matmul_quant.cpp
-  PreparedWeights prepare_weights(const QuantMatrix& w) override;  // matmul_quant.cpp
+  PreparedWeights prepare_weights(const QuantMatrix& w, bool decode_only = false) override;  // matmul_quant.cpp
   void matmul_quant(const float* x, const QuantMatrix& w, float* y, int64_t m, bool accumulate = false) override;
   void matmul_quant_pair(const float* x, const QuantMatrix& a, float* ya, const QuantMatrix& b, float* yb,
                          int64_t m) override;

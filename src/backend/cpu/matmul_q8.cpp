@@ -32,8 +32,10 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/amx_tiles.h"
+#include "backend/cpu/k8_layout.h"
 #include "backend/cpu/matmul_q8_blocks.h"
 #include "backend/cpu/matmul_quant_blocks.h"
 #include "backend/cpu/simd.h"
@@ -114,7 +116,7 @@ namespace {
 struct Kernels {
   void (*quantize)(const float*, Q8Acts&, int64_t, int64_t) = nullptr;
   void (*gemm)(const Q8Acts&, const QuantMatrix&, float*, int64_t, int64_t, int64_t, bool) = nullptr;
-  std::shared_ptr<const Q8Panel> (*prepack)(const QuantMatrix&) = nullptr;
+  std::shared_ptr<const Q8Panel> (*prepack)(const QuantMatrix&, bool) = nullptr;
 };
 
 Kernels kernels_of(Q8Isa isa) {
@@ -318,13 +320,20 @@ void q8_resize(Q8Acts& a, int64_t m, int64_t k) {
 
 void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1) { active().quantize(x, a, r0, r1); }
 
-std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w) {
+std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w, bool decode_only) {
   if (!q8_supports(w.type) || w.k % 32 != 0 || w.n <= 0) return nullptr;
-  return active().prepack(w);
+  return active().prepack(w, decode_only);
 }
 
 void q8_gemm_rows(const Q8Acts& x, const QuantMatrix& w, float* y, int64_t ldy, int64_t n0, int64_t n1,
                   bool accumulate) {
+  if (w.k8 && q8_isa() == Q8Isa::kScalar) {
+    // The scalar kernels read the file's blocks: the slice's, from the records.
+    thread_local std::vector<uint8_t> file;
+    const QuantMatrix f = k8_file_rows(w, n0, n1, file);
+    active().gemm(x, f, y + n0, ldy, 0, n1 - n0, accumulate);
+    return;
+  }
   active().gemm(x, w, y, ldy, n0, n1, accumulate);
 }
 

@@ -92,13 +92,20 @@ struct Q8Panel {
   AlignedVector<uint8_t> q;
   AlignedVector<float> d, m;
   AlignedVector<int8_t> s;  // q6_K's two integer scales per 32 weights, empty for the other types
+  // q4_K and q6_K: the decode kernels' records of eight rows
+  // (matmul_q8_k8.inc; 1184 bytes per eight columns and super-block for
+  // q4_K, 1680 for q6_K), read by every SIMD variant; empty otherwise.
+  AlignedVector<uint8_t> dec;
   int64_t bytes() const {
-    return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()) + int64_t(s.size());
+    return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()) + int64_t(s.size()) +
+           int64_t(dec.size());
   }
 };
 // w laid out for the active ISA's panel kernels, or null (q8_supports(w.type)
 // false, or the scalar kernels, which read no panel).
-std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w);
+// decode_only: the decode records alone (q4_K, q6_K; null for the other
+// types), for a matrix whose products have a row per sequence.
+std::shared_ptr<const Q8Panel> q8_prepack(const QuantMatrix& w, bool decode_only = false);
 // The widest panel group (AVX-512's 16 columns): column slices that start on
 // a multiple of it read a Q8Panel of any layout.
 inline constexpr int64_t kQ8PanelCols = 16;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/k8_layout.h"
 
 namespace agentkv {
 
@@ -12,11 +13,11 @@ bool CpuBackend::supports_quant(uint32_t type) const { return cpu::quant_block_e
 
 bool backend_cpu_reads_packed(uint32_t type) { return cpu::quant_block_elems(type) > 0; }
 
-// Only the q8 path has a layout of its own (its prefill panels); the f32
-// path reads the file's blocks.
-PreparedWeights CpuBackend::prepare_weights(const QuantMatrix& w) {
+// Only the q8 path has a layout of its own (its prefill panels, and q4_K's
+// and q6_K's decode records); the f32 path reads the file's blocks.
+PreparedWeights CpuBackend::prepare_weights(const QuantMatrix& w, bool decode_only) {
   if (!prepack_weights_ || act_quant_ != ActQuant::kQ8) return {};
-  std::shared_ptr<const cpu::Q8Panel> p = cpu::q8_prepack(w);
+  std::shared_ptr<const cpu::Q8Panel> p = cpu::q8_prepack(w, decode_only);
   if (!p) return {};
   const int64_t bytes = p->bytes();
   return {std::move(p), bytes};
@@ -56,6 +57,15 @@ void CpuBackend::matmul_quant(const float* x, const QuantMatrix& w, float* y, in
     if (!accumulate) std::memset(y, 0, sizeof(float) * m * n);
     return;
   }
+  if (w.k8 && act_quant_ != ActQuant::kQ8) {
+    // The f32 kernels read the file's blocks: back from the records, per
+    // call (the engine lays matrices out so only under q8; this is for
+    // other callers of the same weights).
+    std::vector<uint8_t> file;
+    const QuantMatrix f = cpu::k8_file_rows(w, 0, n, file);
+    CpuBackend::matmul_quant(x, f, y, m, accumulate);
+    return;
+  }
   if (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(w.type)) {
     const int64_t chunk = column_chunk(n, pool_.size(), q8_align(w, m));
     const int64_t n_chunks = (n + chunk - 1) / chunk;
@@ -82,7 +92,8 @@ void CpuBackend::matmul_quant_pair(const float* x, const QuantMatrix& a, float* 
   const int64_t block_a = cpu::quant_block_elems(a.type), block_b = cpu::quant_block_elems(b.type);
   const bool q8 = act_quant_ == ActQuant::kQ8 && cpu::q8_supports(a.type);
   if (m <= 0 || a.k != b.k || a.k <= 0 || a.n <= 0 || b.n <= 0 || block_a == 0 || block_b == 0 ||
-      a.k % block_a != 0 || a.k % block_b != 0 || q8 != (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(b.type))) {
+      a.k % block_a != 0 || a.k % block_b != 0 || q8 != (act_quant_ == ActQuant::kQ8 && cpu::q8_supports(b.type)) ||
+      (!q8 && (a.k8 || b.k8))) {
     CpuBackend::matmul_quant(x, a, ya, m);
     CpuBackend::matmul_quant(x, b, yb, m);
     return;

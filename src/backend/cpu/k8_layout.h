@@ -1,0 +1,61 @@
+// The "k8" layout of q4_K and q6_K matrices: records of eight rows
+// (output rows) per 256-weight super-block, in which one 32-bit lane holds
+// four consecutive weights of one column, so that the q8 decode kernel
+// (matmul_q8_k8.inc) feeds eight columns per instruction from a broadcast of
+// four activation bytes and gets a block's eight column sums in one vector,
+// with no horizontal reduction. The integers are the file's, so the products
+// have the file layout's bits; k8_to_file gives the file's blocks back,
+// byte for byte, for the paths that read blocks (prefill's panels, the f32
+// and scalar kernels).
+//
+// Records, one per (group g of columns 8g..8g+7, super-block s), g-major;
+// the last group repeats its last column:
+//  q4_K, 1184 bytes (the file's 1152 for eight columns, plus the scales
+//  unpacked to bytes):
+//    [0, 16) d of the eight columns (f16); [16, 32) dmin;
+//    [32, 96) sc[sub][col] (u8, 6 bits); [96, 160) mn[sub][col];
+//    [160, 1184) qs[pair p][quad q][col][4]: qs_col[32 p + 4 q + i], whose
+//    low nibbles are sub-block 2p's elements 4q + i, high ones 2p + 1's.
+//  q6_K, 1680 bytes (the file's):
+//    [0, 16) d (f16); [16, 144) sc[half][col] (i8, half 2j + 1 the second
+//    16 elements of sub-block j);
+//    [144, 1680) 16 chunks of 96 bytes, (h, quad q) in order, each
+//    ql[g2][col][4] (ql_col[64 h + 32 g2 + 4 q + i]) then qh[col][4]
+//    (qh_col[32 h + 4 q + i]): the kernel reads a record front to back,
+//    which the hardware prefetcher follows (three streams through the record
+//    streamed at a third of the rate: docs/benchmarks.md, "Decode of the K
+//    types from records of eight rows").
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace agentkv::cpu {
+
+// ggml type ids (format/ggml_type.h): the backend does not link the format module.
+inline constexpr uint32_t kK8Q4_K = 12, kK8Q6_K = 14;
+
+// Bytes of one record, or 0 for a type without the layout.
+constexpr int64_t k8_record_bytes(uint32_t type) {
+  return type == kK8Q4_K ? 1184 : type == kK8Q6_K ? 1680 : 0;
+}
+// Bytes of the file's block (256 weights) of a k8 type.
+constexpr int64_t k8_block_bytes(uint32_t type) { return type == kK8Q4_K ? 144 : type == kK8Q6_K ? 210 : 0; }
+// Bytes of the records of an (n, k) matrix.
+inline int64_t k8_bytes(uint32_t type, int64_t n, int64_t k) {
+  return (n + 7) / 8 * (k / 256) * k8_record_bytes(type);
+}
+
+// The records of w (file layout, k a multiple of 256) into out (k8_bytes).
+void k8_build(const QuantMatrix& w, uint8_t* out);
+// Rows [r0, r1) of the (n, k) matrix whose records are rec, as the file's
+// blocks: (r1 - r0) rows of k / 256 blocks each, packed (no row padding).
+void k8_to_file(uint32_t type, const uint8_t* rec, int64_t n, int64_t k, int64_t r0, int64_t r1, uint8_t* out);
+
+// A file-layout copy of rows [r0, r1) of w (w.k8), held in buf: what the
+// paths that read blocks take.
+QuantMatrix k8_file_rows(const QuantMatrix& w, int64_t r0, int64_t r1, std::vector<uint8_t>& buf);
+
+}  // namespace agentkv::cpu
