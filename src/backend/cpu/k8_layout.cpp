@@ -75,9 +75,8 @@ void k8_build(const QuantMatrix& w, uint8_t* out) {
       }
 }
 
-void k8_to_file(uint32_t type, const uint8_t* rec, int64_t n, int64_t k, int64_t r0, int64_t r1, uint8_t* out) {
+void k8_to_file(uint32_t type, const uint8_t* rec, int64_t k, int64_t r0, int64_t r1, uint8_t* out) {
   const int64_t ns = k / 256, rb = k8_record_bytes(type), blk = k8_block_bytes(type);
-  (void)n;
   for (int64_t row = r0; row < r1; ++row)
     for (int64_t s = 0; s < ns; ++s)
       map_block<true>(type, rec + ((row / 8) * ns + s) * rb, static_cast<int>(row % 8),
@@ -87,7 +86,7 @@ void k8_to_file(uint32_t type, const uint8_t* rec, int64_t n, int64_t k, int64_t
 QuantMatrix k8_file_rows(const QuantMatrix& w, int64_t r0, int64_t r1, std::vector<uint8_t>& buf) {
   const int64_t row_bytes = w.k / 256 * k8_block_bytes(w.type);
   buf.resize(size_t(std::max<int64_t>(1, (r1 - r0) * row_bytes)));
-  k8_to_file(w.type, w.data, w.n, w.k, r0, r1, buf.data());
+  k8_to_file(w.type, w.data, w.k, r0, r1, buf.data());
   QuantMatrix f{w.type, buf.data(), row_bytes, r1 - r0, w.k};
   return f;
 }

@@ -50,9 +50,9 @@ inline int64_t k8_bytes(uint32_t type, int64_t n, int64_t k) {
 
 // The records of w (file layout, k a multiple of 256) into out (k8_bytes).
 void k8_build(const QuantMatrix& w, uint8_t* out);
-// Rows [r0, r1) of the (n, k) matrix whose records are rec, as the file's
-// blocks: (r1 - r0) rows of k / 256 blocks each, packed (no row padding).
-void k8_to_file(uint32_t type, const uint8_t* rec, int64_t n, int64_t k, int64_t r0, int64_t r1, uint8_t* out);
+// Rows [r0, r1) of the matrix of k columns whose records are rec, as the
+// file's blocks: (r1 - r0) rows of k / 256 blocks each, packed (no row padding).
+void k8_to_file(uint32_t type, const uint8_t* rec, int64_t k, int64_t r0, int64_t r1, uint8_t* out);
 
 // A file-layout copy of rows [r0, r1) of w (w.k8), held in buf: what the
 // paths that read blocks take.
