@@ -16,6 +16,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -50,8 +51,10 @@ std::string loadavg() {
 }
 
 // Random blocks with well-scaled f16 scales; every other byte random.
-std::vector<uint8_t> random_blocks(std::mt19937& rng, const Type& t, int64_t n_blocks) {
-  std::vector<uint8_t> d(size_t(n_blocks * t.bytes));
+// On huge pages where the kernel gives them, as the engine's weights are
+// (util/huge_pages.h).
+WeightBytes random_blocks(std::mt19937& rng, const Type& t, int64_t n_blocks) {
+  WeightBytes d(size_t(n_blocks * t.bytes));
   for (auto& b : d) b = static_cast<uint8_t>(rng());
   auto scale = [&](uint8_t* p) {
     const uint16_t h = static_cast<uint16_t>(((8 + rng() % 4) << 10) | (rng() & 0x3ffu));
@@ -70,17 +73,29 @@ int main(int argc, char** argv) {
   std::vector<int> threads = {1, 2};
   std::vector<std::string> types = {"q4_K", "q6_K", "q5_0", "q8_0"};
   double max_seconds = 1.0;
+  // (k, n): Qwen2.5-Coder-1.5B's gate/up, down and output matrix by default;
+  // the L2 case is 256 rows of the same k.
+  std::vector<std::string> shape_args = {"1536x8960", "8960x1536", "1536x151936"};
   CLI::App app{
       "Decode products (m = 1, q8 activations) per weight type, in L2 and streamed from memory "
       "(docs/benchmarks.md, issue 55)"};
   app.add_option("--threads", threads, "thread counts, comma-separated")->delimiter(',')->check(CLI::PositiveNumber);
   app.add_option("--types", types, "weight types, comma-separated (q4_0 q5_0 q8_0 q4_K q5_K q6_K)")->delimiter(',');
   app.add_option("--max-seconds", max_seconds, "time per cell")->check(CLI::PositiveNumber);
+  app.add_option("--shapes", shape_args,
+                 "KxN per product, comma-separated (default Qwen2.5-Coder-1.5B's; Gemma 3 270M's output: 640x262144)")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
-  // (k, n): Qwen2.5-Coder-1.5B's gate/up, down and output matrix; the L2
-  // case is 256 rows of the same k.
-  const int shapes[][2] = {{1536, 8960}, {8960, 1536}, {1536, 151936}};
+  std::vector<std::pair<int, int>> shapes;
+  for (const std::string& a : shape_args) {
+    int k = 0, n = 0;
+    if (std::sscanf(a.c_str(), "%dx%d", &k, &n) != 2 || k <= 0 || n <= 0 || k % 32 != 0) {
+      std::fprintf(stderr, "bench_decode_q8: --shapes %s: want KxN with K a positive multiple of 32\n", a.c_str());
+      return 2;
+    }
+    shapes.emplace_back(k, n);
+  }
   std::mt19937 rng(42);
   std::printf("m = 1, q8 activations; load average at start: %s\n\n", loadavg().c_str());
   std::printf("| type | k | n | threads | file blocks, L2 | file blocks, memory | laid out at load, L2 | laid out, memory |\n");
@@ -94,6 +109,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     for (auto [k, n] : shapes) {
+      if (k % t->elems != 0) continue;  // a K type's 256-weight blocks do not tile this k
       const int64_t rb = int64_t(k) / t->elems * t->bytes;
       const int64_t small_n = 256;
       // Streamed: copies of the matrix totalling at least 256 MiB.

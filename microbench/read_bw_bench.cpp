@@ -5,7 +5,10 @@
 // 256-bit loads into four independent accumulators, as the decode kernels
 // stream their weight rows; the bytes read per second over all threads is
 // the figure. The buffer is written once before timing (no zero pages), and
-// each pass's sum feeds the result so the loads are not elided.
+// each pass's sum feeds the result so the loads are not elided. The buffer
+// is on 2 MiB pages where the kernel gives them, as the engine's weights
+// are (util/huge_pages.h); --pages small reads 4 KiB pages (higher TLB cost:
+// 1-thread reads measured 10-20% slower on AMD Zen 4, docs/benchmarks.md).
 //   bench_read_bw --mib 2048 --thread-counts 1,2 -r 5
 #include <immintrin.h>
 
@@ -18,6 +21,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+
+#include "util/huge_pages.h"
 #include <vector>
 
 namespace {
@@ -62,6 +67,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Memory read bandwidth (STREAM-like sum of a buffer far larger than the caches)"};
   int mib = 2048, reps = 5, passes = 3;
   std::vector<int> threads = {1, 2};
+  std::string pages = "huge";
+  app.add_option("--pages", pages, "huge: 2 MiB pages where the kernel's transparent huge pages allow (the engine's weights); small: 4 KiB pages")
+      ->check(CLI::IsMember({"huge", "small"}));
   app.add_option("--mib", mib, "buffer size in MiB (far above the last-level cache)")->check(CLI::Range(64, 65536));
   app.add_option("-r,--reps", reps, "measurements per thread count; best and median are reported")
       ->check(CLI::Range(1, 100));
@@ -75,7 +83,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const size_t bytes = size_t(mib) << 20;
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  auto* buf = static_cast<uint8_t*>(pages == "huge" ? agentkv::huge_pages_map(bytes) : std::aligned_alloc(64, bytes));
   if (!buf) {
     std::fprintf(stderr, "bench_read_bw: cannot allocate %d MiB\n", mib);
     return 1;
@@ -89,7 +97,12 @@ int main(int argc, char** argv) {
     std::sort(gbs.begin(), gbs.end());
     std::printf("| %d | %.1f | %.1f |\n", t, gbs.back(), gbs[gbs.size() / 2]);
   }
-  std::fprintf(stderr, "(checksum %llu, %d MiB buffer)\n", static_cast<unsigned long long>(sink), mib);
-  std::free(buf);
+  std::fprintf(stderr, "(checksum %llu, %d MiB buffer, %s pages)\n", static_cast<unsigned long long>(sink), mib,
+               pages.c_str());
+  if (pages == "huge") {
+    agentkv::huge_pages_unmap(buf, bytes);
+  } else {
+    std::free(buf);
+  }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/kv_dtype.h"
+#include "util/huge_pages.h"
 #include "util/status.h"
 
 namespace agentkv {
@@ -317,6 +318,6 @@ bool backend_cpu_k8_type(uint32_t type);
 // w's records (w in the file's blocks, backend_cpu_k8_type(w.type), w.k a
 // multiple of 256): (n + 7) / 8 * k / 256 records of 1184 (q4_K) or 1680
 // (q6_K) bytes, in place of the file's n * k / 256 blocks of 144 or 210.
-std::vector<uint8_t> backend_cpu_k8_records(const QuantMatrix& w);
+WeightBytes backend_cpu_k8_records(const QuantMatrix& w);
 
 }  // namespace agentkv

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model_spec.h"
+#include "util/huge_pages.h"
 
 namespace agentkv {
 
@@ -20,8 +21,8 @@ struct DenseTensor {
   std::vector<int64_t> shape;
   std::vector<float> data;  // dequantized values; empty when the matrix is packed-only
   // The file's quantized bytes of a matrix, which the matmul kernels read
-  // directly; empty for f32 files and vectors.
-  std::vector<uint8_t> packed;
+  // directly; empty for f32 files and vectors. On huge pages (util/huge_pages.h).
+  WeightBytes packed;
   uint32_t packed_type = 0;       // ggml type id of `packed`
   int64_t packed_row_bytes = 0;   // the file's, also when k8
   // `packed` holds the CPU backend's decode layout of a q4_K or q6_K matrix

@@ -32,7 +32,7 @@ int64_t lay_out_for_decode(Model& m, int n_threads) {
     for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
       DenseTensor& w = *todo[i];
       const QuantMatrix q{w.packed_type, w.packed.data(), w.packed_row_bytes, w.shape[0], w.shape[1]};
-      std::vector<uint8_t> rec = backend_cpu_k8_records(q);
+      WeightBytes rec = backend_cpu_k8_records(q);
       bytes += static_cast<int64_t>(rec.size());
       w.packed = std::move(rec);  // the file's blocks are freed: one copy
       w.k8 = true;

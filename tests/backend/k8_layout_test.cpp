@@ -28,7 +28,8 @@ using test::random_vec;
 constexpr GgmlType kK8Types[] = {GgmlType::kQ4_K, GgmlType::kQ6_K};
 
 struct Mat {
-  std::vector<uint8_t> file, rec;
+  std::vector<uint8_t> file;
+  WeightBytes rec;
   QuantMatrix qf, qk;
 };
 

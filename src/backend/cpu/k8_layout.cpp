@@ -97,8 +97,8 @@ namespace agentkv {
 
 bool backend_cpu_k8_type(uint32_t type) { return cpu::k8_record_bytes(type) > 0; }
 
-std::vector<uint8_t> backend_cpu_k8_records(const QuantMatrix& w) {
-  std::vector<uint8_t> out(size_t(cpu::k8_bytes(w.type, w.n, w.k)));
+WeightBytes backend_cpu_k8_records(const QuantMatrix& w) {
+  WeightBytes out(size_t(cpu::k8_bytes(w.type, w.n, w.k)));
   if (!out.empty()) cpu::k8_build(w, out.data());
   return out;
 }

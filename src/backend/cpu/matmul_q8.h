@@ -32,6 +32,7 @@
 
 #include "backend/backend.h"
 #include "util/aligned_vector.h"
+#include "util/huge_pages.h"
 #include "util/status.h"
 
 namespace agentkv::cpu {
@@ -89,13 +90,14 @@ void q8_quantize_rows(const float* x, Q8Acts& a, int64_t r0, int64_t r1);
 struct Q8Panel {
   int layout = 0;
   int64_t n = 0, k = 0;
-  AlignedVector<uint8_t> q;
-  AlignedVector<float> d, m;
-  AlignedVector<int8_t> s;  // q6_K's two integer scales per 32 weights, empty for the other types
+  // The weights' size: on huge pages (util/huge_pages.h), as the matrices are.
+  HugePageVector<uint8_t> q;
+  HugePageVector<float> d, m;
+  HugePageVector<int8_t> s;  // q6_K's two integer scales per 32 weights, empty for the other types
   // q4_K and q6_K: the decode kernels' records of eight rows
   // (matmul_q8_k8.inc; 1184 bytes per eight columns and super-block for
   // q4_K, 1680 for q6_K), read by every SIMD variant; empty otherwise.
-  AlignedVector<uint8_t> dec;
+  HugePageVector<uint8_t> dec;
   int64_t bytes() const {
     return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()) + int64_t(s.size()) +
            int64_t(dec.size());
