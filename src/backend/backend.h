@@ -172,7 +172,7 @@ struct BackendConfig {
   int n_threads = 1;
   ActQuant act_quant = ActQuant::kF32;
   // prepare_weights lays quantized weights out once for the prefill kernels,
-  // and for the decode kernels of q4_K and q6_K (more memory, less work per
+  // and for the decode kernels of q4_K, q6_K and q5_0 (more memory, less work per
   // call); off: it returns null.
   bool prepack_weights = false;
 };
@@ -311,13 +311,17 @@ bool backend_cpu_reads_packed(uint32_t type);
 Status backend_cpu_select_isa(std::string_view name);
 // The one in use, by name.
 const char* backend_cpu_isa();
-// The CPU backend's decode layout of q4_K and q6_K matrices (QuantMatrix::k8;
-// cpu/k8_layout.h): records of eight rows whose q8 decode products need no
-// horizontal reduction. True for the types that have it.
+// The CPU backend's decode layout of q4_K, q6_K and q5_0 matrices
+// (QuantMatrix::k8; cpu/k8_layout.h): records of eight rows whose q8 decode
+// products need no horizontal reduction. True for the types that have it.
 bool backend_cpu_k8_type(uint32_t type);
+// The weights per column of one record (256 for q4_K and q6_K, 32 for q5_0;
+// a matrix's k must be a multiple), or 0 for a type without the layout.
+int64_t backend_cpu_k8_unit(uint32_t type);
 // w's records (w in the file's blocks, backend_cpu_k8_type(w.type), w.k a
-// multiple of 256): (n + 7) / 8 * k / 256 records of 1184 (q4_K) or 1680
-// (q6_K) bytes, in place of the file's n * k / 256 blocks of 144 or 210.
+// multiple of backend_cpu_k8_unit): (n + 7) / 8 * k / unit records of 1184
+// (q4_K), 1680 (q6_K) or 176 (q5_0) bytes, in place of the file's n * k /
+// unit blocks of 144, 210 or 22.
 WeightBytes backend_cpu_k8_records(const QuantMatrix& w);
 
 }  // namespace agentkv

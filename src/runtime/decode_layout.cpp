@@ -13,8 +13,8 @@ namespace agentkv {
 int64_t lay_out_for_decode(Model& m, int n_threads) {
   std::vector<DenseTensor*> todo;
   auto want = [&](DenseTensor& w) {
-    if (!w.k8 && !w.packed.empty() && w.shape.size() == 2 && backend_cpu_k8_type(w.packed_type) &&
-        w.shape[1] % 256 == 0)
+    const int64_t unit = backend_cpu_k8_unit(w.packed_type);
+    if (!w.k8 && !w.packed.empty() && w.shape.size() == 2 && unit > 0 && w.shape[1] % unit == 0)
       todo.push_back(&w);
   };
   for (LayerWeights& l : m.w.layers) {

@@ -1,4 +1,4 @@
-// The engine's q4_K and q6_K matrices in the CPU backend's decode layout
+// The engine's q4_K, q6_K and q5_0 matrices in the CPU backend's decode layout
 // (backend_cpu_k8_records, QuantMatrix::k8) in place of the file's blocks:
 // one copy of each, read by decode with no horizontal reduction, by prefill
 // through its per-call panels, with the file layout's bits

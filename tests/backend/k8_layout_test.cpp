@@ -1,4 +1,4 @@
-// The decode layout of q4_K and q6_K (backend/cpu/k8_layout.h): the file's
+// The decode layout of q4_K, q6_K and q5_0 (backend/cpu/k8_layout.h): the file's
 // blocks come back from the records byte for byte, and a matrix held in the
 // records (QuantMatrix::k8) gives the file layout's products bit for bit on
 // every path: the q8 decode kernel, prefill's per-call panels, panels laid
@@ -25,7 +25,17 @@ namespace {
 using test::random_matrix;
 using test::random_vec;
 
-constexpr GgmlType kK8Types[] = {GgmlType::kQ4_K, GgmlType::kQ6_K};
+constexpr GgmlType kK8Types[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0};
+
+// (n, k) shapes for type t: q5_0's records are per 32-weight block, so it
+// also takes k off the multiples of 256 (Gemma 3's 640, Qwen 0.5B's 896).
+std::vector<std::pair<int64_t, int64_t>> shapes(GgmlType t, std::vector<std::pair<int64_t, int64_t>> all) {
+  if (t == GgmlType::kQ5_0) {
+    all.emplace_back(11, 32);
+    all.emplace_back(19, 640);
+  }
+  return all;
+}
 
 struct Mat {
   std::vector<uint8_t> file;
@@ -56,7 +66,7 @@ TEST(K8Layout, TheFileBlocksComeBackByteForByte) {
   for (GgmlType t : kK8Types) {
     const uint32_t id = static_cast<uint32_t>(t);
     EXPECT_TRUE(backend_cpu_k8_type(id));
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 256}, {7, 512}, {9, 256}, {37, 1536}}) {
+    for (auto [n, k] : shapes(t, {{1, 256}, {7, 512}, {9, 256}, {37, 1536}})) {
       const Mat m = make(rng, t, n, k);
       EXPECT_EQ(static_cast<int64_t>(m.rec.size()), cpu::k8_bytes(id, n, k));
       std::vector<uint8_t> back;
@@ -71,6 +81,9 @@ TEST(K8Layout, TheFileBlocksComeBackByteForByte) {
     }
   }
   for (uint32_t other : {2u, 3u, 8u, 13u}) EXPECT_FALSE(backend_cpu_k8_type(other)) << other;
+  EXPECT_EQ(backend_cpu_k8_unit(6), 32);  // q5_0
+  EXPECT_EQ(backend_cpu_k8_unit(12), 256);
+  EXPECT_EQ(backend_cpu_k8_unit(8), 0);
 }
 
 std::vector<std::string> isas() {
@@ -92,7 +105,7 @@ TEST_P(K8LayoutIsaTest, ProductsHaveTheFileLayoutsBits) {
   auto pre = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8, .prepack_weights = true});
   auto f32 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kF32});
   for (GgmlType t : kK8Types) {
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{45, 512}, {7, 256}, {130, 768}}) {
+    for (auto [n, k] : shapes(t, {{45, 512}, {7, 256}, {130, 768}})) {
       const Mat w = make(rng, t, n, k);
       // Panels laid out at load from the records (no decode records beside
       // them: the matrix is its own).

@@ -253,11 +253,14 @@ void check_rule(GgmlType t) {
       // 32 bytes of integers and the f32 scale per 32 weights, the f32
       // minimum (q4_1, q5_1, q4_K, q5_K) or q6_K's two i8 scales, for every column
       // padded to the layout's group (8 or 16).
-      // q4_K and q6_K add the decode kernels' records of eight rows
-      // (matmul_q8_k8.inc): 1184 and 1680 bytes per super-block.
+      // q4_K, q6_K and q5_0 add the decode kernels' records of eight rows
+      // (matmul_q8_k8.inc): 1184 and 1680 bytes per super-block, 176 per
+      // 32-weight block.
       const int64_t per_block = has_min(t) ? 40 : t == GgmlType::kQ6_K ? 38 : 36;
-      const int64_t k8 = t == GgmlType::kQ4_K ? 1184 : t == GgmlType::kQ6_K ? 1680 : 0;
-      const int64_t dec = (n + 7) / 8 * (k / 256) * k8;
+      const int64_t dec = t == GgmlType::kQ4_K   ? (n + 7) / 8 * (k / 256) * 1184
+                          : t == GgmlType::kQ6_K ? (n + 7) / 8 * (k / 256) * 1680
+                          : t == GgmlType::kQ5_0 ? (n + 7) / 8 * (k / 32) * 176
+                                                 : 0;
       EXPECT_GE(laid.bytes, n * (k / 32) * per_block + dec);
       EXPECT_LE(laid.bytes, (n + 15) / 16 * 16 * (k / 32) * per_block + dec);
     }
@@ -383,7 +386,7 @@ TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
 }
 
 // The layout laid out at load is what prefill reads (more than four rows),
-// and decode too for q4_K and q6_K (their k8 records); decode of the other
+// and decode too for q4_K, q6_K and q5_0 (their k8 records); decode of the other
 // types reads the file's blocks: B's layout passed with A's blocks gives
 // B's product where the layout is read and A's where it is not. Off (or
 // under f32), there is no layout.
@@ -418,7 +421,7 @@ void check_layout_is_read(const std::string& isa, GgmlType t) {
     off->matmul_quant(x.data(), qb, yb.data(), m);
     on->matmul_quant(x.data(), mixed, y.data(), m);
     ASSERT_NE(ya, yb);
-    const bool decode_reads_layout = t == GgmlType::kQ4_K || t == GgmlType::kQ6_K;
+    const bool decode_reads_layout = t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ5_0;
     EXPECT_EQ(y, m <= 4 && !decode_reads_layout ? ya : yb) << isa << " " << tr.name << " m=" << m;
   }
 }
@@ -526,7 +529,7 @@ TEST_P(MatmulQ8IsaTest, ADecodeOnlyLayoutHoldsTheDecodeRecordsAlone) {
   ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
   auto be = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8, .prepack_weights = true});
   auto f32 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kF32, .prepack_weights = true});
-  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1}) {
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ4_1}) {
     const uint32_t id = static_cast<uint32_t>(t);
     const auto tr = *ggml_type_traits(id);
     const int64_t k = 512, n = 45, row_bytes = k / tr.block_elems * tr.block_bytes;
@@ -538,7 +541,8 @@ TEST_P(MatmulQ8IsaTest, ADecodeOnlyLayoutHoldsTheDecodeRecordsAlone) {
     const bool k8 = t != GgmlType::kQ4_1 && GetParam() != "scalar";
     ASSERT_EQ(laid.layout != nullptr, k8) << tr.name;
     if (k8) {
-      EXPECT_EQ(laid.bytes, (n + 7) / 8 * (k / 256) * (t == GgmlType::kQ4_K ? 1184 : 1680)) << tr.name;
+      const int64_t per_record = t == GgmlType::kQ4_K ? 1184 : t == GgmlType::kQ6_K ? 1680 : 176;
+      EXPECT_EQ(laid.bytes, (n + 7) / 8 * (k / (t == GgmlType::kQ5_0 ? 32 : 256)) * per_record) << tr.name;
     }
     QuantMatrix qp = qm;
     qp.layout = laid.layout.get();

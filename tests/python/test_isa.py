@@ -154,7 +154,7 @@ def test_the_decode_layout_is_the_default_and_gives_the_file_blocks_bits(isa, wh
     env = {**os.environ, "AGENTKV_LOG": "info"}
     r, laid = logits(models[which], isa, tmp_path / "k8.f32", *extra, env=env)
     assert r.returncode == 0, r.stderr
-    assert "decode layout: " in r.stderr and "MiB of q4_K/q6_K matrices in records of eight rows" in r.stderr
+    assert "decode layout: " in r.stderr and "MiB of q4_K/q6_K/q5_0 matrices in records of eight rows" in r.stderr
     r, file = logits(models[which], isa, tmp_path / "file.f32", "--no-decode-layout", *extra, env=env)
     assert r.returncode == 0, r.stderr
     assert "decode layout: " not in r.stderr, r.stderr

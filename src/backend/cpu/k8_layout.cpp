@@ -36,7 +36,25 @@ void map_block(uint32_t type, std::conditional_t<kToFile, const uint8_t*, uint8_
       std::memcpy(rec_p, file_p, n);
     }
   };
-  if (type == kK8Q4_K) {
+  if (type == kK8Q5_0) {
+    move(r + 2 * c, b, 2);
+    for (int v = 0; v < 4; ++v) move(r + 16 + 32 * v + 4 * c, b + 6 + 4 * v, 4);
+    // qh's bit 4q + i is bit q of the column's hb byte i.
+    if constexpr (kToFile) {
+      uint32_t qh = 0;
+      for (int q = 0; q < 8; ++q)
+        for (int i = 0; i < 4; ++i) qh |= uint32_t((r[144 + 4 * c + i] >> q) & 1u) << (4 * q + i);
+      std::memcpy(b + 2, &qh, 4);
+    } else {
+      uint32_t qh;
+      std::memcpy(&qh, b + 2, 4);
+      for (int i = 0; i < 4; ++i) {
+        uint8_t byte = 0;
+        for (int q = 0; q < 8; ++q) byte = static_cast<uint8_t>(byte | ((qh >> (4 * q + i)) & 1u) << q);
+        r[144 + 4 * c + i] = byte;
+      }
+    }
+  } else if (type == kK8Q4_K) {
     move(r + 2 * c, b, 2);
     move(r + 16 + 2 * c, b + 2, 2);
     uint8_t scale[8], mn[8];
@@ -65,7 +83,7 @@ void map_block(uint32_t type, std::conditional_t<kToFile, const uint8_t*, uint8_
 }  // namespace
 
 void k8_build(const QuantMatrix& w, uint8_t* out) {
-  const int64_t ns = w.k / 256, groups = (w.n + 7) / 8, rec = k8_record_bytes(w.type),
+  const int64_t ns = w.k / k8_unit(w.type), groups = (w.n + 7) / 8, rec = k8_record_bytes(w.type),
                 blk = k8_block_bytes(w.type);
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t s = 0; s < ns; ++s)
@@ -76,7 +94,7 @@ void k8_build(const QuantMatrix& w, uint8_t* out) {
 }
 
 void k8_to_file(uint32_t type, const uint8_t* rec, int64_t k, int64_t r0, int64_t r1, uint8_t* out) {
-  const int64_t ns = k / 256, rb = k8_record_bytes(type), blk = k8_block_bytes(type);
+  const int64_t ns = k / k8_unit(type), rb = k8_record_bytes(type), blk = k8_block_bytes(type);
   for (int64_t row = r0; row < r1; ++row)
     for (int64_t s = 0; s < ns; ++s)
       map_block<true>(type, rec + ((row / 8) * ns + s) * rb, static_cast<int>(row % 8),
@@ -84,7 +102,7 @@ void k8_to_file(uint32_t type, const uint8_t* rec, int64_t k, int64_t r0, int64_
 }
 
 QuantMatrix k8_file_rows(const QuantMatrix& w, int64_t r0, int64_t r1, std::vector<uint8_t>& buf) {
-  const int64_t row_bytes = w.k / 256 * k8_block_bytes(w.type);
+  const int64_t row_bytes = w.k / k8_unit(w.type) * k8_block_bytes(w.type);
   buf.resize(size_t(std::max<int64_t>(1, (r1 - r0) * row_bytes)));
   k8_to_file(w.type, w.data, w.k, r0, r1, buf.data());
   QuantMatrix f{w.type, buf.data(), row_bytes, r1 - r0, w.k};
@@ -96,6 +114,7 @@ QuantMatrix k8_file_rows(const QuantMatrix& w, int64_t r0, int64_t r1, std::vect
 namespace agentkv {
 
 bool backend_cpu_k8_type(uint32_t type) { return cpu::k8_record_bytes(type) > 0; }
+int64_t backend_cpu_k8_unit(uint32_t type) { return backend_cpu_k8_type(type) ? cpu::k8_unit(type) : 0; }
 
 WeightBytes backend_cpu_k8_records(const QuantMatrix& w) {
   WeightBytes out(size_t(cpu::k8_bytes(w.type, w.n, w.k)));

@@ -1,5 +1,5 @@
-// The "k8" layout of q4_K and q6_K matrices: records of eight rows
-// (output rows) per 256-weight super-block, in which one 32-bit lane holds
+// The "k8" layout of q4_K, q6_K and q5_0 matrices: records of eight rows
+// (output rows) per 256-weight super-block (q5_0: per 32-weight block), in which one 32-bit lane holds
 // four consecutive weights of one column, so that the q8 decode kernel
 // (matmul_q8_k8.inc) feeds eight columns per instruction from a broadcast of
 // four activation bytes and gets a block's eight column sums in one vector,
@@ -25,6 +25,11 @@
 //    which the hardware prefetcher follows (three streams through the record
 //    streamed at a third of the rate: docs/benchmarks.md, "Decode of the K
 //    types from records of eight rows").
+//  q5_0, 176 bytes per 32-weight block (the file's):
+//    [0, 16) d (f16); [16, 144) qs[v][col][4]: qs_col[4 v + i], whose low
+//    nibbles are elements 4v + i (quad v), high ones 16 + 4v + i (quad v + 4);
+//    [144, 176) hb[col][4]: bit q of byte i is element 4q + i's fifth bit,
+//    so quad q's fifth bits are one shift and mask of the vector.
 #pragma once
 
 #include <cstdint>
@@ -35,23 +40,27 @@
 namespace agentkv::cpu {
 
 // ggml type ids (format/ggml_type.h): the backend does not link the format module.
-inline constexpr uint32_t kK8Q4_K = 12, kK8Q6_K = 14;
+inline constexpr uint32_t kK8Q5_0 = 6, kK8Q4_K = 12, kK8Q6_K = 14;
 
 // Bytes of one record, or 0 for a type without the layout.
 constexpr int64_t k8_record_bytes(uint32_t type) {
-  return type == kK8Q4_K ? 1184 : type == kK8Q6_K ? 1680 : 0;
+  return type == kK8Q4_K ? 1184 : type == kK8Q6_K ? 1680 : type == kK8Q5_0 ? 176 : 0;
 }
-// Bytes of the file's block (256 weights) of a k8 type.
-constexpr int64_t k8_block_bytes(uint32_t type) { return type == kK8Q4_K ? 144 : type == kK8Q6_K ? 210 : 0; }
+// Weights of one column in a record: the file block's (256, or q5_0's 32).
+constexpr int64_t k8_unit(uint32_t type) { return type == kK8Q5_0 ? 32 : 256; }
+// Bytes of the file's block (k8_unit weights) of a k8 type.
+constexpr int64_t k8_block_bytes(uint32_t type) {
+  return type == kK8Q4_K ? 144 : type == kK8Q6_K ? 210 : type == kK8Q5_0 ? 22 : 0;
+}
 // Bytes of the records of an (n, k) matrix.
 inline int64_t k8_bytes(uint32_t type, int64_t n, int64_t k) {
-  return (n + 7) / 8 * (k / 256) * k8_record_bytes(type);
+  return (n + 7) / 8 * (k / k8_unit(type)) * k8_record_bytes(type);
 }
 
-// The records of w (file layout, k a multiple of 256) into out (k8_bytes).
+// The records of w (file layout, k a multiple of k8_unit) into out (k8_bytes).
 void k8_build(const QuantMatrix& w, uint8_t* out);
 // Rows [r0, r1) of the matrix of k columns whose records are rec, as the
-// file's blocks: (r1 - r0) rows of k / 256 blocks each, packed (no row padding).
+// file's blocks: (r1 - r0) rows of k / k8_unit blocks each, packed (no row padding).
 void k8_to_file(uint32_t type, const uint8_t* rec, int64_t k, int64_t r0, int64_t r1, uint8_t* out);
 
 // A file-layout copy of rows [r0, r1) of w (w.k8), held in buf: what the
