@@ -64,6 +64,22 @@ TEST(JinjaTemplate, RaiseExceptionIsAnError) {
   EXPECT_NE(r.status().message().find("roles must alternate"), std::string::npos) << r.status().message();
 }
 
+// Integer arithmetic that has no int64 result is an error (scripts/
+// jinja.patch): the engine cast fmod's NaN to int64, undefined behaviour
+// that fuzz_chat_template found under UBSan. Float operands keep Python's
+// float results.
+TEST(JinjaTemplate, IntegerModuloByZeroAndOverflowAreErrors) {
+  auto mod = render("{{ 7 % 0 }}");
+  ASSERT_FALSE(mod.is_ok());
+  EXPECT_NE(mod.status().message().find("modulo by zero"), std::string::npos) << mod.status().message();
+  auto big = render("{{ 9223372036854775807 * 4 }}");
+  ASSERT_FALSE(big.is_ok());
+  EXPECT_NE(big.status().message().find("Integer overflow"), std::string::npos) << big.status().message();
+  auto ok = render("{{ 7 % 3 }} {{ 2 * 3 }} {{ 7.5 % 2 }}");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(ok->text, "1 6 1.5");
+}
+
 TEST(JinjaTemplate, UnparsableTemplateNamesTheProblem) {
   auto r = JinjaTemplate::compile("{% for x in %}{% endfor %}");
   ASSERT_FALSE(r.is_ok());
