@@ -21,9 +21,9 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "util/huge_pages.h"
-#include <vector>
 
 namespace {
 

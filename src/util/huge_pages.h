@@ -8,14 +8,16 @@
 // aligned, and advises the whole 2 MiB pages inside them (the partial page
 // at the end is not advised, so no block grows the resident set by more
 // than its own bytes). Where THP is off the advice is ignored and the
-// memory is ordinary pages; smaller blocks come from operator new. Every
-// block starts on a 64-byte boundary (util/aligned_vector.h).
+// memory is ordinary pages; smaller blocks come from AlignedAllocator
+// (util/aligned_vector.h), so every block starts on a 64-byte boundary.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <new>
 #include <vector>
+
+#include "util/aligned_vector.h"
 
 namespace agentkv {
 
@@ -41,7 +43,7 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
   T* allocate(std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
-    if (!kWeightsMapped || bytes < kHugePageBytes) return static_cast<T*>(::operator new(bytes, std::align_val_t{64}));
+    if (!kWeightsMapped || bytes < kHugePageBytes) return AlignedAllocator<T>().allocate(n);
     void* p = huge_pages_map(bytes);
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
@@ -49,7 +51,7 @@ struct HugePageAllocator {
   void deallocate(T* p, std::size_t n) noexcept {
     const std::size_t bytes = n * sizeof(T);
     if (!kWeightsMapped || bytes < kHugePageBytes) {
-      ::operator delete(p, std::align_val_t{64});
+      AlignedAllocator<T>().deallocate(p, n);
     } else {
       huge_pages_unmap(p, bytes);
     }

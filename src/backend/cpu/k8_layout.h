@@ -1,8 +1,9 @@
 // The "k8" layout of q4_K, q6_K and q5_0 matrices: records of eight rows
-// (output rows) per 256-weight super-block (q5_0: per 32-weight block), in which one 32-bit lane holds
-// four consecutive weights of one column, so that the q8 decode kernel
-// (matmul_q8_k8.inc) feeds eight columns per instruction from a broadcast of
-// four activation bytes and gets a block's eight column sums in one vector,
+// (output rows) per 256-weight super-block (q5_0: per 32-weight block), in
+// which one 32-bit lane holds four consecutive weights of one column, so
+// that the q8 decode kernel (matmul_q8_k8.inc) feeds eight columns per
+// instruction from a broadcast of four activation bytes and gets a block's
+// eight column sums in one vector,
 // with no horizontal reduction. The integers are the file's, so the products
 // have the file layout's bits; k8_to_file gives the file's blocks back,
 // byte for byte, for the paths that read blocks (prefill's panels, the f32
