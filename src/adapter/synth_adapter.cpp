@@ -168,6 +168,11 @@ Result<SynthAdapterReport> synth_adapter_write(const SynthAdapterConfig& cfg, co
                           " has ", wt.numel(), " values, expected ", shape.d_out, " x ", shape.d_in);
       }
       const std::vector<float> wv = wt.values_f32();  // the base may keep it packed only
+      if (wv.empty()) {  // a norm of nothing would scale B by zero
+        return make_error(ErrorCode::kInvalidArgument, "base ", lora_target_peft_name(t), " of layer ", layer,
+                          " cannot be read as f32 (held in the decode layout, or a type with no decoder): load "
+                          "the base from its file without --decode-layout");
+      }
       const double wnorm = norm(wv);
       const float sa = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.d_in)));
       const float sb = static_cast<float>(cfg.magnitude * cfg.target_ratio * wnorm /

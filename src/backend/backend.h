@@ -133,7 +133,7 @@ struct QuantMatrix {
   // The backend's own copy of these weights, laid out once for its kernels
   // (backend_i::prepare_weights), or null: the kernels read `data` alone.
   const void* layout = nullptr;
-  // data holds a q4_K or q6_K matrix in the CPU backend's decode layout
+  // data holds a q4_K, q6_K, q5_0 or q8_0 matrix in the CPU backend's decode layout
   // (backend_cpu_k8_records) instead of the file's blocks; row_bytes stays
   // the file's. Same products, bit for bit.
   bool k8 = false;
@@ -172,7 +172,7 @@ struct BackendConfig {
   int n_threads = 1;
   ActQuant act_quant = ActQuant::kF32;
   // prepare_weights lays quantized weights out once for the prefill kernels,
-  // and for the decode kernels of q4_K, q6_K and q5_0 (more memory, less work per
+  // and for the decode kernels of q4_K, q6_K, q5_0 and q8_0 (more memory, less work per
   // call); off: it returns null.
   bool prepack_weights = false;
 };
@@ -311,17 +311,21 @@ bool backend_cpu_reads_packed(uint32_t type);
 Status backend_cpu_select_isa(std::string_view name);
 // The one in use, by name.
 const char* backend_cpu_isa();
-// The CPU backend's decode layout of q4_K, q6_K and q5_0 matrices
+// The CPU backend's decode layout of q4_K, q6_K, q5_0 and q8_0 matrices
 // (QuantMatrix::k8; cpu/k8_layout.h): records of eight rows whose q8 decode
 // products need no horizontal reduction. True for the types that have it.
 bool backend_cpu_k8_type(uint32_t type);
-// The weights per column of one record (256 for q4_K and q6_K, 32 for q5_0;
-// a matrix's k must be a multiple), or 0 for a type without the layout.
+// The weights per column of one record (256 for q4_K and q6_K, 32 for q5_0
+// and q8_0; a matrix's k must be a multiple), or 0 for a type without the layout.
 int64_t backend_cpu_k8_unit(uint32_t type);
 // w's records (w in the file's blocks, backend_cpu_k8_type(w.type), w.k a
 // multiple of backend_cpu_k8_unit): (n + 7) / 8 * k / unit records of 1184
-// (q4_K), 1680 (q6_K) or 176 (q5_0) bytes, in place of the file's n * k /
-// unit blocks of 144, 210 or 22.
+// (q4_K), 1680 (q6_K), 176 (q5_0) or 272 (q8_0) bytes, in place of the
+// file's n * k / unit blocks of 144, 210, 22 or 34.
 WeightBytes backend_cpu_k8_records(const QuantMatrix& w);
+// Row r (0 <= r < w.n) of w held in records (w.k8) as the file's blocks:
+// w.row_bytes bytes into out, byte for byte the file's (a tied embedding's
+// row for the token lookup).
+void backend_cpu_k8_file_row(const QuantMatrix& w, int64_t r, uint8_t* out);
 
 }  // namespace agentkv

@@ -75,7 +75,7 @@ void add_prepack_option(CLI::App* cmd, bool* prepack_weights, bool* decode_layou
       "bytes more for q4_1, q5_1, q4_K and q5_K, 36 for q4_0, q5_0 and q8_0, 38 for q6_K: 2x a q4 file's, "
       "1.06x a q8_0's; logged at start)");
   cmd->add_flag("--decode-layout,!--no-decode-layout", *decode_layout,
-                "with --act-quant q8 (the default): hold q4_K, q6_K and q5_0 matrices in records of eight rows "
+                "with --act-quant q8 (the default): hold q4_K, q6_K, q5_0 and q8_0 matrices in records of eight rows "
                 "that decode reads with no horizontal reduction, in place of the file's blocks (one copy, "
                 "the same bits; decode of a Q4_K_M file faster: docs/usage.md); --no-decode-layout keeps "
                 "the file's blocks")

@@ -25,10 +25,11 @@ struct DenseTensor {
   WeightBytes packed;
   uint32_t packed_type = 0;       // ggml type id of `packed`
   int64_t packed_row_bytes = 0;   // the file's, also when k8
-  // `packed` holds the CPU backend's decode layout of a q4_K or q6_K matrix
-  // (QuantMatrix::k8; runtime/decode_layout.h) instead of the file's
-  // blocks: the engine's one copy of that matrix. row_f32 and values_f32
-  // then return false / empty (only the backend reads the layout).
+  // `packed` holds the CPU backend's decode layout of a q4_K, q6_K, q5_0 or
+  // q8_0 matrix (QuantMatrix::k8; runtime/decode_layout.h) instead of the
+  // file's blocks: the engine's one copy of that matrix. row_f32 and
+  // values_f32 then return false / empty (only the backend reads the
+  // layout; Runner::embed asks it for a tied table's rows).
   bool k8 = false;
 
   bool empty() const { return data.empty() && packed.empty(); }

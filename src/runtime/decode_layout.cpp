@@ -20,7 +20,7 @@ int64_t lay_out_for_decode(Model& m, int n_threads) {
   for (LayerWeights& l : m.w.layers) {
     for (DenseTensor* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) want(*w);
   }
-  if (!m.w.output.empty()) want(m.w.output);
+  want(m.w.output.empty() ? m.w.tok_embd : m.w.output);
   // Matrices in parallel, largest first (the output matrix can be a fifth
   // of a file): 1.2 s for Qwen2.5-Coder-1.5B on one thread.
   std::sort(todo.begin(), todo.end(), [](const DenseTensor* a, const DenseTensor* b) {

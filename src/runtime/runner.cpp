@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
+
+#include "format/ggml_type.h"
 
 namespace agentkv {
 
@@ -72,9 +75,22 @@ void Runner::linear_pair(const float* x, int64_t R, int64_t k, const DenseTensor
 }
 
 void Runner::embed(int32_t token, float* dst) const {
-  // A packed-only table decodes the row to exactly what an f32 copy holds.
+  // A packed-only table decodes the row to exactly what an f32 copy holds; a
+  // tied table in the decode layout gives the row's file blocks back first.
   const int64_t d = model_->spec.d_model;
-  if (!model_->w.tok_embd.row_f32(token, dst)) std::fill(dst, dst + d, std::numeric_limits<float>::quiet_NaN());
+  const DenseTensor& t = model_->w.tok_embd;
+  bool ok;
+  if (t.k8) {
+    ok = token >= 0 && token < t.shape[0];
+    if (ok) {
+      std::vector<uint8_t> blocks(size_t(t.packed_row_bytes));
+      backend_cpu_k8_file_row(quant_matrix(t, t.shape[0], t.shape[1]), token, blocks.data());
+      ok = dequantize_row(static_cast<GgmlType>(t.packed_type), blocks.data(), dst, d).is_ok();
+    }
+  } else {
+    ok = t.row_f32(token, dst);
+  }
+  if (!ok) std::fill(dst, dst + d, std::numeric_limits<float>::quiet_NaN());
   if (const float c = model_->spec.embed_scale; c != 1.0f) {
     for (int64_t i = 0; i < d; ++i) dst[i] *= c;
   }

@@ -147,12 +147,12 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   }
   AKV_RETURN_IF_ERROR(e->allocate_kv(*kv_dtype));
   e->backend_ = backend_cpu_init(BackendConfig{opts.n_threads, *act_quant, opts.prepack_weights});
-  // q4_K, q6_K and q5_0 matrices in the decode layout, in place of the file's
+  // q4_K, q6_K, q5_0 and q8_0 matrices in the decode layout, in place of the file's
   // blocks (the scalar kernels, the reference, read the blocks: left as
   // they are there).
   if (*act_quant == ActQuant::kQ8 && opts.decode_layout && std::string_view(backend_cpu_isa()) != "scalar") {
     if (const int64_t b = lay_out_for_decode(*e->model_, opts.n_threads); b > 0)
-      AKV_LOG_INFO("decode layout: ", b >> 20, " MiB of q4_K/q6_K/q5_0 matrices in records of eight rows");
+      AKV_LOG_INFO("decode layout: ", b >> 20, " MiB of q4_K/q6_K/q5_0/q8_0 matrices in records of eight rows");
   }
   e->runner_ = std::make_unique<Runner>(e->model_, e->backend_.get(), e->storage_.get());
   e->stats_.prepacked_weight_bytes = e->runner_->prepared_weight_bytes();

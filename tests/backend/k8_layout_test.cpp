@@ -1,4 +1,4 @@
-// The decode layout of q4_K, q6_K and q5_0 (backend/cpu/k8_layout.h): the file's
+// The decode layout of q4_K, q6_K, q5_0 and q8_0 (backend/cpu/k8_layout.h): the file's
 // blocks come back from the records byte for byte, and a matrix held in the
 // records (QuantMatrix::k8) gives the file layout's products bit for bit on
 // every path: the q8 decode kernel, prefill's per-call panels, panels laid
@@ -25,12 +25,12 @@ namespace {
 using test::random_matrix;
 using test::random_vec;
 
-constexpr GgmlType kK8Types[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0};
+constexpr GgmlType kK8Types[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ8_0};
 
-// (n, k) shapes for type t: q5_0's records are per 32-weight block, so it
+// (n, k) shapes for type t: q5_0's and q8_0's records are per 32-weight block, so they
 // also takes k off the multiples of 256 (Gemma 3's 640, Qwen 0.5B's 896).
 std::vector<std::pair<int64_t, int64_t>> shapes(GgmlType t, std::vector<std::pair<int64_t, int64_t>> all) {
-  if (t == GgmlType::kQ5_0) {
+  if (t == GgmlType::kQ5_0 || t == GgmlType::kQ8_0) {
     all.emplace_back(11, 32);
     all.emplace_back(19, 640);
   }
@@ -80,10 +80,11 @@ TEST(K8Layout, TheFileBlocksComeBackByteForByte) {
       }
     }
   }
-  for (uint32_t other : {2u, 3u, 8u, 13u}) EXPECT_FALSE(backend_cpu_k8_type(other)) << other;
+  for (uint32_t other : {2u, 3u, 7u, 13u}) EXPECT_FALSE(backend_cpu_k8_type(other)) << other;
   EXPECT_EQ(backend_cpu_k8_unit(6), 32);  // q5_0
   EXPECT_EQ(backend_cpu_k8_unit(12), 256);
-  EXPECT_EQ(backend_cpu_k8_unit(8), 0);
+  EXPECT_EQ(backend_cpu_k8_unit(8), 32);  // q8_0
+  EXPECT_EQ(backend_cpu_k8_unit(7), 0);
 }
 
 std::vector<std::string> isas() {

@@ -253,13 +253,14 @@ void check_rule(GgmlType t) {
       // 32 bytes of integers and the f32 scale per 32 weights, the f32
       // minimum (q4_1, q5_1, q4_K, q5_K) or q6_K's two i8 scales, for every column
       // padded to the layout's group (8 or 16).
-      // q4_K, q6_K and q5_0 add the decode kernels' records of eight rows
-      // (matmul_q8_k8.inc): 1184 and 1680 bytes per super-block, 176 per
-      // 32-weight block.
+      // q4_K, q6_K, q5_0 and q8_0 add the decode kernels' records of eight
+      // rows (matmul_q8_k8.inc): 1184 and 1680 bytes per super-block, 176
+      // and 272 per 32-weight block.
       const int64_t per_block = has_min(t) ? 40 : t == GgmlType::kQ6_K ? 38 : 36;
       const int64_t dec = t == GgmlType::kQ4_K   ? (n + 7) / 8 * (k / 256) * 1184
                           : t == GgmlType::kQ6_K ? (n + 7) / 8 * (k / 256) * 1680
                           : t == GgmlType::kQ5_0 ? (n + 7) / 8 * (k / 32) * 176
+                          : t == GgmlType::kQ8_0 ? (n + 7) / 8 * (k / 32) * 272
                                                  : 0;
       EXPECT_GE(laid.bytes, n * (k / 32) * per_block + dec);
       EXPECT_LE(laid.bytes, (n + 15) / 16 * 16 * (k / 32) * per_block + dec);
@@ -327,6 +328,13 @@ TEST_P(MatmulQ8IsaTest, EveryTypeEqualsTheRuleBitForBit) {
 void expect_the_rule_at_full_scale(const std::string& isa, GgmlType t, const std::vector<uint8_t>& w,
                                    int64_t row_bytes, int64_t k, int64_t n, int64_t run) {
   const QuantMatrix qm{static_cast<uint32_t>(t), w.data(), row_bytes, n, k};
+  // The same matrix held in the decode records (QuantMatrix::k8), where the
+  // type has them: their kernels meet the same edges.
+  const bool k8 = backend_cpu_k8_type(qm.type) && isa != "scalar";
+  const WeightBytes rec = k8 ? backend_cpu_k8_records(qm) : WeightBytes();
+  QuantMatrix qk = qm;
+  qk.data = rec.data();
+  qk.k8 = true;
   auto be = backend_cpu_init({.n_threads = 1, .act_quant = ActQuant::kQ8});
   for (int64_t m : {1, 5, 16, 21}) {
     std::vector<float> x(m * k);
@@ -337,6 +345,10 @@ void expect_the_rule_at_full_scale(const std::string& isa, GgmlType t, const std
     std::vector<float> y(m * n);
     be->matmul_quant(x.data(), qm, y.data(), m, false);
     EXPECT_EQ(y, want.y) << isa << " m=" << m;
+    if (k8) {
+      be->matmul_quant(x.data(), qk, y.data(), m, false);
+      EXPECT_EQ(y, want.y) << isa << " records, m=" << m;
+    }
   }
 }
 
@@ -386,7 +398,7 @@ TEST_P(MatmulQ8IsaTest, Q6_KAtTheIntegerEdgesEqualsTheRule) {
 }
 
 // The layout laid out at load is what prefill reads (more than four rows),
-// and decode too for q4_K, q6_K and q5_0 (their k8 records); decode of the other
+// and decode too for q4_K, q6_K, q5_0 and q8_0 (their k8 records); decode of the other
 // types reads the file's blocks: B's layout passed with A's blocks gives
 // B's product where the layout is read and A's where it is not. Off (or
 // under f32), there is no layout.
@@ -421,7 +433,8 @@ void check_layout_is_read(const std::string& isa, GgmlType t) {
     off->matmul_quant(x.data(), qb, yb.data(), m);
     on->matmul_quant(x.data(), mixed, y.data(), m);
     ASSERT_NE(ya, yb);
-    const bool decode_reads_layout = t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ5_0;
+    const bool decode_reads_layout =
+        t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ5_0 || t == GgmlType::kQ8_0;
     EXPECT_EQ(y, m <= 4 && !decode_reads_layout ? ya : yb) << isa << " " << tr.name << " m=" << m;
   }
 }
@@ -529,7 +542,7 @@ TEST_P(MatmulQ8IsaTest, ADecodeOnlyLayoutHoldsTheDecodeRecordsAlone) {
   ASSERT_TRUE(backend_cpu_select_isa(GetParam()).is_ok());
   auto be = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kQ8, .prepack_weights = true});
   auto f32 = backend_cpu_init({.n_threads = 2, .act_quant = ActQuant::kF32, .prepack_weights = true});
-  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ4_1}) {
+  for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_1}) {
     const uint32_t id = static_cast<uint32_t>(t);
     const auto tr = *ggml_type_traits(id);
     const int64_t k = 512, n = 45, row_bytes = k / tr.block_elems * tr.block_bytes;
@@ -541,8 +554,12 @@ TEST_P(MatmulQ8IsaTest, ADecodeOnlyLayoutHoldsTheDecodeRecordsAlone) {
     const bool k8 = t != GgmlType::kQ4_1 && GetParam() != "scalar";
     ASSERT_EQ(laid.layout != nullptr, k8) << tr.name;
     if (k8) {
-      const int64_t per_record = t == GgmlType::kQ4_K ? 1184 : t == GgmlType::kQ6_K ? 1680 : 176;
-      EXPECT_EQ(laid.bytes, (n + 7) / 8 * (k / (t == GgmlType::kQ5_0 ? 32 : 256)) * per_record) << tr.name;
+      const int64_t per_record = t == GgmlType::kQ4_K   ? 1184
+                                 : t == GgmlType::kQ6_K ? 1680
+                                 : t == GgmlType::kQ5_0 ? 176
+                                                        : 272;
+      const int64_t unit = t == GgmlType::kQ4_K || t == GgmlType::kQ6_K ? 256 : 32;
+      EXPECT_EQ(laid.bytes, (n + 7) / 8 * (k / unit) * per_record) << tr.name;
     }
     QuantMatrix qp = qm;
     qp.layout = laid.layout.get();

@@ -143,18 +143,21 @@ def test_weights_laid_out_at_load_give_the_same_bits(isa, which, mode, layout, m
 
 
 @pytest.mark.parametrize("isa", HERE)
-@pytest.mark.parametrize("which", ["q4_K", "q6_K"])
+@pytest.mark.parametrize("which", ["q4_K", "q6_K", "q5_0", "q8_0", "q4_1"])
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 def test_the_decode_layout_is_the_default_and_gives_the_file_blocks_bits(isa, which, mode, models, scalar_logits,
                                                                          tmp_path):
-    """q4_K and q6_K matrices are held in records of eight rows by default
-    (logged at start), and --no-decode-layout keeps the file's blocks: both
-    give the scalar kernels' bits (the scalar run reads the file's blocks)."""
+    """q4_K, q6_K, q5_0 and q8_0 matrices are held in records of eight rows
+    by default (logged at start), and --no-decode-layout keeps the file's
+    blocks: both give the scalar kernels' bits (the scalar run reads the
+    file's blocks). The default model (q4_1) has only its tied q8_0 token
+    table laid out: its output product and its token rows come from the
+    records."""
     extra = ["--decode-from", 5] if mode == "decode" else []
     env = {**os.environ, "AGENTKV_LOG": "info"}
     r, laid = logits(models[which], isa, tmp_path / "k8.f32", *extra, env=env)
     assert r.returncode == 0, r.stderr
-    assert "decode layout: " in r.stderr and "MiB of q4_K/q6_K/q5_0 matrices in records of eight rows" in r.stderr
+    assert "decode layout: " in r.stderr and "MiB of q4_K/q6_K/q5_0/q8_0 matrices in records of eight rows" in r.stderr
     r, file = logits(models[which], isa, tmp_path / "file.f32", "--no-decode-layout", *extra, env=env)
     assert r.returncode == 0, r.stderr
     assert "decode layout: " not in r.stderr, r.stderr

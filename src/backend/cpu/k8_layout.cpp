@@ -36,7 +36,10 @@ void map_block(uint32_t type, std::conditional_t<kToFile, const uint8_t*, uint8_
       std::memcpy(rec_p, file_p, n);
     }
   };
-  if (type == kK8Q5_0) {
+  if (type == kK8Q8_0) {
+    move(r + 2 * c, b, 2);
+    for (int v = 0; v < 8; ++v) move(r + 16 + 32 * v + 4 * c, b + 2 + 4 * v, 4);
+  } else if (type == kK8Q5_0) {
     move(r + 2 * c, b, 2);
     for (int v = 0; v < 4; ++v) move(r + 16 + 32 * v + 4 * c, b + 6 + 4 * v, 4);
     // qh's bit 4q + i is bit q of the column's hb byte i.
@@ -115,6 +118,10 @@ namespace agentkv {
 
 bool backend_cpu_k8_type(uint32_t type) { return cpu::k8_record_bytes(type) > 0; }
 int64_t backend_cpu_k8_unit(uint32_t type) { return backend_cpu_k8_type(type) ? cpu::k8_unit(type) : 0; }
+
+void backend_cpu_k8_file_row(const QuantMatrix& w, int64_t r, uint8_t* out) {
+  cpu::k8_to_file(w.type, w.data, w.k, r, r + 1, out);
+}
 
 WeightBytes backend_cpu_k8_records(const QuantMatrix& w) {
   WeightBytes out(size_t(cpu::k8_bytes(w.type, w.n, w.k)));

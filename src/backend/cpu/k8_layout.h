@@ -1,5 +1,6 @@
-// The "k8" layout of q4_K, q6_K and q5_0 matrices: records of eight rows
-// (output rows) per 256-weight super-block (q5_0: per 32-weight block), in
+// The "k8" layout of q4_K, q6_K, q5_0 and q8_0 matrices: records of eight
+// rows (output rows) per 256-weight super-block (q5_0, q8_0: per 32-weight
+// block), in
 // which one 32-bit lane holds four consecutive weights of one column, so
 // that the q8 decode kernel (matmul_q8_k8.inc) feeds eight columns per
 // instruction from a broadcast of four activation bytes and gets a block's
@@ -31,6 +32,9 @@
 //    nibbles are elements 4v + i (quad v), high ones 16 + 4v + i (quad v + 4);
 //    [144, 176) hb[col][4]: bit q of byte i is element 4q + i's fifth bit,
 //    so quad q's fifth bits are one shift and mask of the vector.
+//  q8_0, 272 bytes per 32-weight block (the file's):
+//    [0, 16) d (f16); [16, 272) qs[v][col][4]: qs_col[4 v + i] (quad v), the
+//    file's signed bytes.
 #pragma once
 
 #include <cstdint>
@@ -41,17 +45,18 @@
 namespace agentkv::cpu {
 
 // ggml type ids (format/ggml_type.h): the backend does not link the format module.
-inline constexpr uint32_t kK8Q5_0 = 6, kK8Q4_K = 12, kK8Q6_K = 14;
+inline constexpr uint32_t kK8Q5_0 = 6, kK8Q8_0 = 8, kK8Q4_K = 12, kK8Q6_K = 14;
 
 // Bytes of one record, or 0 for a type without the layout.
 constexpr int64_t k8_record_bytes(uint32_t type) {
-  return type == kK8Q4_K ? 1184 : type == kK8Q6_K ? 1680 : type == kK8Q5_0 ? 176 : 0;
+  return type == kK8Q4_K ? 1184 : type == kK8Q6_K ? 1680 : type == kK8Q5_0 ? 176 : type == kK8Q8_0 ? 272 : 0;
 }
-// Weights of one column in a record: the file block's (256, or q5_0's 32).
-constexpr int64_t k8_unit(uint32_t type) { return type == kK8Q5_0 ? 32 : 256; }
+// Weights of one column in a record: the file block's (256, or q5_0's and
+// q8_0's 32).
+constexpr int64_t k8_unit(uint32_t type) { return type == kK8Q5_0 || type == kK8Q8_0 ? 32 : 256; }
 // Bytes of the file's block (k8_unit weights) of a k8 type.
 constexpr int64_t k8_block_bytes(uint32_t type) {
-  return type == kK8Q4_K ? 144 : type == kK8Q6_K ? 210 : type == kK8Q5_0 ? 22 : 0;
+  return type == kK8Q4_K ? 144 : type == kK8Q6_K ? 210 : type == kK8Q5_0 ? 22 : type == kK8Q8_0 ? 34 : 0;
 }
 // Bytes of the records of an (n, k) matrix.
 inline int64_t k8_bytes(uint32_t type, int64_t n, int64_t k) {

@@ -94,10 +94,10 @@ struct Q8Panel {
   HugePageVector<uint8_t> q;
   HugePageVector<float> d, m;
   HugePageVector<int8_t> s;  // q6_K's two integer scales per 32 weights, empty for the other types
-  // q4_K, q6_K and q5_0: the decode kernels' records of eight rows
+  // q4_K, q6_K, q5_0 and q8_0: the decode kernels' records of eight rows
   // (matmul_q8_k8.inc; 1184 bytes per eight columns and super-block for
-  // q4_K, 1680 for q6_K, 176 per eight columns and block for q5_0), read by
-  // every SIMD variant; empty otherwise.
+  // q4_K, 1680 for q6_K, 176 and 272 per eight columns and block for q5_0
+  // and q8_0), read by every SIMD variant; empty otherwise.
   HugePageVector<uint8_t> dec;
   int64_t bytes() const {
     return int64_t(q.size()) + int64_t(sizeof(float)) * int64_t(d.size() + m.size()) + int64_t(s.size()) +
