@@ -33,3 +33,41 @@ function(agentkv_test name dir)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
     PROPERTIES ENVIRONMENT "AGENTKV_SOURCE_DIR=${CMAKE_SOURCE_DIR}" LABELS ${_label})
 endfunction()
+
+# agentkv_batched(TARGET N) : TARGET's .cpp files compiled as N translation
+# units (batches), each including its share of them, for targets whose every
+# file includes a costly header (CLI11, nlohmann/json): a batch parses it
+# once. CMake's own UNITY_BUILD does the same, but its batch files name the
+# sources by absolute path, so no clone's batch is ever a ccache hit for
+# another's; these name them relative to src/. A name two files of a batch
+# each define in an anonymous namespace is a compile error: rename one.
+function(agentkv_batched target n)
+  get_target_property(_srcs ${target} SOURCES)
+  list(FILTER _srcs INCLUDE REGEX "\\.cpp$")
+  list(LENGTH _srcs _len)
+  math(EXPR _per "(${_len} + ${n} - 1) / ${n}")
+  set(_batches "")
+  set(_content "")
+  set(_in 0)
+  foreach(_f IN LISTS _srcs)
+    file(RELATIVE_PATH _rel ${CMAKE_SOURCE_DIR}/src ${_f})
+    string(APPEND _content "#include \"${_rel}\"\n")
+    math(EXPR _in "${_in} + 1")
+    if(_in EQUAL _per)
+      list(LENGTH _batches _b)
+      set(_out ${CMAKE_CURRENT_BINARY_DIR}/${target}_batch_${_b}.cpp)
+      file(CONFIGURE OUTPUT ${_out} CONTENT "${_content}")  # rewritten only when it changes
+      list(APPEND _batches ${_out})
+      set(_content "")
+      set(_in 0)
+    endif()
+  endforeach()
+  if(_in GREATER 0)
+    list(LENGTH _batches _b)
+    set(_out ${CMAKE_CURRENT_BINARY_DIR}/${target}_batch_${_b}.cpp)
+    file(CONFIGURE OUTPUT ${_out} CONTENT "${_content}")
+    list(APPEND _batches ${_out})
+  endif()
+  set_source_files_properties(${_srcs} PROPERTIES HEADER_FILE_ONLY ON)
+  target_sources(${target} PRIVATE ${_batches})
+endfunction()
