@@ -83,8 +83,10 @@ void Runner::embed(int32_t token, float* dst) const {
   if (t.k8) {
     ok = token >= 0 && token < t.shape[0];
     if (ok) {
-      std::vector<uint8_t> blocks(size_t(t.packed_row_bytes));
-      backend_cpu_k8_file_row(quant_matrix(t, t.shape[0], t.shape[1]), token, blocks.data());
+      thread_local std::vector<uint8_t> blocks;
+      blocks.resize(size_t(t.packed_row_bytes));
+      const QuantMatrix q{t.packed_type, t.packed.data(), t.packed_row_bytes, t.shape[0], t.shape[1], nullptr, true};
+      backend_cpu_k8_file_row(q, token, blocks.data());
       ok = dequantize_row(static_cast<GgmlType>(t.packed_type), blocks.data(), dst, d).is_ok();
     }
   } else {
