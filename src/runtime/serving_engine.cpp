@@ -1,7 +1,6 @@
 // The serving engine: one thread that turns the scheduler's plans into runner
 // Steps and the runner's logits into tokens and client events. Submissions,
 // cancellations and drains come from other threads through a small inbox.
-#include "kv/remote_block.h"
 #include "runtime/serving_engine_impl.h"
 
 namespace agentkv {
@@ -203,7 +202,7 @@ void ServingEngineImpl::take_inbox(std::vector<std::unique_ptr<Live>>* fresh, st
   auto ready = [&] {
     return stopping_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || sched_->has_work();
   };
-  if (remote_wait_.empty()) {
+  if (!remote_ || !remote_->waiting()) {
     wake_.wait(lk, ready);
   } else {
     wake_.wait_for(lk, std::chrono::milliseconds(1), ready);  // answers and deadlines of the remote tier
@@ -220,7 +219,13 @@ void ServingEngineImpl::admit(std::unique_ptr<Live> lp) {
   l->priority = !l->session_key.empty() && kv_->sessions().contains(l->session_key);
   // Ids are never reused (next_id_), so the id is new to live_.
   live_.emplace(l->id, std::move(lp));
-  if (!remote_lookup(l)) sched_->add(l);
+  // Relay captures (l->capture) never ask: the tier holds no captured state.
+  if (remote_ && !l->capture && remote_->lookup(l, l->plan->reuses_segments(), l->min_segment)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.remote_lookups;
+    return;
+  }
+  sched_->add(l);
 }
 
 void ServingEngineImpl::settle(const SchedulerOutput& out) {
@@ -250,6 +255,18 @@ void ServingEngineImpl::settle(const SchedulerOutput& out) {
   }
 }
 
+void ServingEngineImpl::poll_remote() {
+  RemoteTierClient::Polled p = remote_->poll([this](uint64_t id) { return live_.count(id) > 0; });
+  for (SchedRequest* r : p.ready) sched_->add(r);
+  if (p.blocks_loaded + p.invalid + p.timeouts > 0) {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.remote_blocks_loaded += p.blocks_loaded;
+    stats_.remote_bytes_loaded += p.bytes_loaded;
+    stats_.remote_invalid += p.invalid;
+    stats_.remote_timeouts += p.timeouts;
+  }
+}
+
 void ServingEngineImpl::loop() {
   std::vector<std::unique_ptr<Live>> fresh;
   std::vector<ServeId> cancels;
@@ -263,7 +280,7 @@ void ServingEngineImpl::loop() {
     kv_->sessions().expire(clock_seconds());
     if (lr_kv_) lr_kv_->sessions().expire(clock_seconds());
     for (std::unique_ptr<Live>& l : fresh) admit(std::move(l));
-    remote_poll();
+    if (remote_) poll_remote();
     for (ServeId id : cancels) finish(id, ServeFinish::kCancelled);
     if (cancel_all) {
       std::vector<ServeId> ids;
@@ -287,13 +304,13 @@ void ServingEngineImpl::loop() {
       for (const ScheduledSeq& q : out.seqs) rows += q.n + q.work;
       if (rows > 0) {
         const double s_per_token = seconds(t0, Clock::now()) / static_cast<double>(rows);
-        prefill_s_per_token_ = prefill_s_per_token_ > 0 ? 0.9 * prefill_s_per_token_ + 0.1 * s_per_token : s_per_token;
+        if (remote_) remote_->note_step(s_per_token);
       }
     } else if (out.aborted.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // nothing fits yet: do not spin
     }
     flush_kv_events();
-    if (opts_.kv_remote) remote_flush();
+    if (remote_) remote_->flush();
     publish_stats();
   }
 }

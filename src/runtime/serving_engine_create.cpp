@@ -189,10 +189,13 @@ Result<std::unique_ptr<ServingEngineImpl>> ServingEngineImpl::create(const Servi
   if (opts.kv_remote) {
     AKV_ASSIGN_OR_RETURN(std::string model_id, e->model_content_id());
     const KvGeometry& g = e->storage_->geometry();
-    e->remote_model_tag_ =
-        remote_model_tag(model_id, g.n_layers, g.kv_heads, g.head_dim, g.block_size, opts.kv_dtype);
-    e->remote_recorder_ = e->make_remote_recorder();
-    e->observers_.add(e->remote_recorder_.get());
+    RemoteTierClient::Config rc;
+    rc.tier = opts.kv_remote.get();
+    rc.prefix_caching = opts.prefix_caching;
+    rc.wait_s = opts.kv_remote_wait_s;
+    rc.model_tag = remote_model_tag(model_id, g.n_layers, g.kv_heads, g.head_dim, g.block_size, opts.kv_dtype);
+    e->remote_ = std::make_unique<RemoteTierClient>(rc, e->kv_.get(), e->storage_.get());
+    e->observers_.add(e->remote_->recorder());
     opts.kv_remote->set_notify([p = e.get()] { p->wake_.notify_all(); });
   }
   if (!e->observers_.empty()) e->kv_->set_block_observer(&e->observers_);

@@ -4,7 +4,8 @@
 // finish), serving_engine_shared.cpp (rows of the schemes whose K/V every
 // agent shares), serving_engine_reuse.cpp and serving_engine_defer.cpp
 // (segment reuse and whole-prompt selection), serving_engine_segments.cpp
-// (frozen segments) and serving_engine_remote.cpp (the remote KV tier).
+// (frozen segments). The remote KV tier's client is its own class
+// (remote_tier_client.h).
 // Nothing outside src/runtime includes it; the public face is
 // include/agentkv/serving.h.
 #pragma once
@@ -29,11 +30,11 @@
 #include "kv/kv_scratch.h"
 #include "kv/kv_storage.h"
 #include "kv/lr_storage.h"
-#include "kv/remote_block.h"
 #include "runtime/kv_event_source.h"
 #include "runtime/loaded_model.h"
 #include "runtime/mask_worker.h"
 #include "runtime/prompt_deferral.h"
+#include "runtime/remote_tier_client.h"
 #include "runtime/runner.h"
 #include "runtime/sampler.h"
 #include "runtime/stop_matcher.h"
@@ -203,6 +204,8 @@ class ServingEngineImpl final : public ServingEngine {
   Status check_request(const ServeRequest& req) const;
   // A submitted request becomes the scheduler's (or waits on the remote tier).
   void admit(std::unique_ptr<Live> l);
+  // The remote tier's answers and ended waits: their requests to the scheduler, counts to the stats.
+  void poll_remote();
   // What the schedule did to requests besides running them: preempted ones
   // drop their deferred state; dropped and aborted ones finish.
   void settle(const SchedulerOutput& out);
@@ -356,51 +359,8 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<KvEventSource> kv_events_;  // null unless opts_.kv_events is set
   BlockObservers observers_;                   // what the KV pool tells of its prefix index
 
-  // The remote KV tier (serving_engine_remote.cpp), when opts_.kv_remote.
-  struct RemoteStored {
-    int32_t block;
-    uint64_t hash, parent;
-    std::vector<int32_t> tokens;
-    std::string extra;  // key.extra, and parsed
-    ExtraKeys keys;
-  };
-  struct RemoteWait {
-    SchedRequest* r = nullptr;  // the request; valid only while live_ holds its id (a cancel frees it)
-    double deadline = 0;
-    int32_t from = 0;                 // the blocks asked for start here
-    std::vector<uint64_t> hashes;     // of every full block from 0
-    // Segment reuse: after the prefix blocks, the segment refs of the
-    // block-sized windows at these token offsets were asked for; then
-    // (second answer) the blocks they name.
-    std::vector<int32_t> windows;
-    struct Picked {
-      int32_t at = 0;  // token offset of the window
-      RemoteSegmentRef ref;
-    };
-    std::vector<Picked> picked;  // non-empty: the second answer's blocks, in order
-  };
-  class RemoteRecorder;
-  std::unique_ptr<BlockObserver> make_remote_recorder();
-  std::unique_ptr<BlockObserver> remote_recorder_;
-  std::vector<RemoteStored> remote_stored_;  // registered this step, to write
-  bool remote_importing_ = false;
-  uint64_t remote_model_tag_ = 0;
-  std::unordered_map<ServeId, RemoteWait> remote_wait_;
-  double prefill_s_per_token_ = 0;  // moving average of step seconds per token row
-  // Takes a fresh request that may find its prefix in the remote tier and
-  // asks the tier; false (r untouched) when there is nothing to ask.
-  bool remote_lookup(SchedRequest* r);
-  // Loads the blocks of the answers that came, and schedules their requests
-  // and those whose wait is over.
-  void remote_poll();
-  // The answer to a request's first ask: imports its prefix blocks and, for
-  // segment reuse, asks for the blocks its segment refs name (true: asked
-  // again, w stays waiting).
-  bool remote_prefix_answer(RemoteWait& w, KvRemoteTier::Answer& a, int64_t* loaded, int64_t* invalid);
-  // The second answer: imports the segment blocks that verify.
-  void remote_segment_answer(RemoteWait& w, KvRemoteTier::Answer& a, int64_t* loaded, int64_t* invalid);
-  // Writes the blocks registered since the last call.
-  void remote_flush();
+  // The remote KV tier's client (remote_tier_client.h), when opts_.kv_remote.
+  std::unique_ptr<RemoteTierClient> remote_;
   MaskWorker mask_worker_;
   std::unique_ptr<Scheduler> sched_;
   AdapterRegistry adapters_;  // thread-safe: HTTP threads load/unload, submit() looks up
