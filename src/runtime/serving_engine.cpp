@@ -402,11 +402,15 @@ void ServingEngineImpl::after_step(const SchedulerOutput& out, const StepPlan& p
   const std::vector<Live*>& seq_req = plan.seq_req;
   const bool deferred =
       std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer.capturing(); });
-  if (influence_ || owner_hidden_ || deferred) store_captures(plan.step, so, seq_req);
+  if (influence_ || owners_.hidden() || deferred) store_captures(plan.step, so, seq_req);
   for (size_t i = 0; i < seq_req.size(); ++i) {
     if (seq_req[i]->defer.splitting()) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
   }
-  store_owners(plan.step, seq_req);
+  if (owners_.active()) {
+    std::vector<const SeqSharing*> sharing;
+    for (const Live* l : seq_req) sharing.push_back(l != nullptr ? &l->plan->sharing() : nullptr);
+    owners_.store(plan.step, sharing);
+  }
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -62,8 +62,6 @@ Status ServingEngineImpl::configure_schemes() {
   }
   if (const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kCaptureHidden))
     capture_layer_ = h->layer;
-  if (const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kOwnerHidden))
-    owner_layer_ = h->layer;
   if (const std::optional<ComponentDecl>& i = components_.decl(ComponentRole::kCaptureInfluence)) {
     capture_all_ = i->every_request;
   }
@@ -93,8 +91,11 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
   storage_ = std::make_unique<KvStorage>(std::move(storage));
   kv_ = std::make_unique<KvManager>(static_cast<int32_t>(n_blocks), opts_.block_size);
   AKV_RETURN_IF_ERROR(components_.create_all(n_blocks, opts_.block_size));
-  owner_ = components_.get(ComponentRole::kOwnerTags);
-  owner_hidden_ = components_.get(ComponentRole::kOwnerHidden);
+  {
+    const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kOwnerHidden);
+    owners_ = OwnerTags(components_.get(ComponentRole::kOwnerTags), components_.get(ComponentRole::kOwnerHidden),
+                        h ? h->layer : -1, kv_.get(), opts_.block_size, s.n_layers, s.d_model);
+  }
   influence_ = components_.get(ComponentRole::kCaptureInfluence);
   hidden_ = components_.get(ComponentRole::kCaptureHidden);
   if (pool) {

@@ -33,6 +33,7 @@
 #include "runtime/kv_event_source.h"
 #include "runtime/loaded_model.h"
 #include "runtime/mask_worker.h"
+#include "runtime/owner_tags.h"
 #include "runtime/prompt_deferral.h"
 #include "runtime/remote_tier_client.h"
 #include "runtime/runner.h"
@@ -305,17 +306,9 @@ class ServingEngineImpl final : public ServingEngine {
   // The rows of a chunk that does no segment reuse (serving_engine_shared.cpp
   // for what the shared-K/V schemes add): the scheme's RowSpecs as TokenRows,
   // with the component pool's slots (LRAgent's LR rows) and rows that keep
-  // cached K/V, and the redo rows (SeqSharing::redo_layers; DroidSpeak's)
-  // for tokens another agent wrote. Appends one StepSeq.
+  // cached K/V, and the redo rows (owners_) for tokens another agent wrote.
+  // Appends one StepSeq.
   void plan_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
-  void add_redo_rows(const ChunkSpan& span, Live& l, int32_t adapter_index,
-                     const std::vector<int32_t>& blocks, Step* step);
-  // Owner tags: after a step, the agent of each slot that redo-layer rows wrote.
-  void store_owners(const Step& step, const std::vector<Live*>& seq_of);
-  int32_t agent_tag(const Adapter* a);
-  // Whether a request's redo rows keep and use hidden-state snapshots: its
-  // first redo layer is the one the server keeps them at (owner_layer_).
-  bool owner_snapshots(const Live& l) const;
   void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
   uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
 
@@ -331,10 +324,7 @@ class ServingEngineImpl final : public ServingEngine {
   std::unique_ptr<KvManager> lr_kv_;
   // The KV components the schemes declared (configure_schemes), and the
   // ones the engine's features use, by role (null when none declared it):
-  //  - owner tags: which agents' K/V each slot holds in the layers an agent
-  //    redoes (agent_tag), so an agent recomputes only what another wrote;
-  //    and the hidden state entering owner_layer_ (> 0) of each token, kept
-  //    by the agent that processed it, where those rows start;
+  //  - owner tags and their snapshots: owners_ (runtime/owner_tags.h);
   //  - captures: the influence score, and the hidden state entering
   //    capture_layer_ (null while no scheme gave a layer to capture at).
   KvComponentRegistry components_;
@@ -345,10 +335,7 @@ class ServingEngineImpl final : public ServingEngine {
   // defaults file and the remote tier's tag both key on it).
   Result<std::string> model_content_id();
   std::string model_id_;
-  KvComponent* owner_ = nullptr;
-  KvComponent* owner_hidden_ = nullptr;
-  int32_t owner_layer_ = -1;
-  std::unordered_map<std::string, int32_t> agent_tags_;  // adapter content id -> tag; the base is 0
+  OwnerTags owners_;  // the redo-layer schemes' owner tags and snapshots
   KvComponent* hidden_ = nullptr;
   KvComponent* influence_ = nullptr;
   // Whole-prompt selection's hidden states, in blocks of the KV pool.

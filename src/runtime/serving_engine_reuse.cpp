@@ -286,7 +286,7 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
     // capture component's.
     const bool redo =
         q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->plan->sharing().redo_layers.empty();
-    KvComponent* to = redo ? owner_hidden_ : hidden_;
+    KvComponent* to = redo ? owners_.hidden() : hidden_;
     // A chunk run only through its whole-prompt selection layer: its
     // captures wait in the request for the prompt's last chunk.
     PromptDeferral* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer.capturing()
