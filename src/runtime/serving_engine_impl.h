@@ -4,8 +4,9 @@
 // finish), serving_engine_shared.cpp (rows of the schemes whose K/V every
 // agent shares), serving_engine_reuse.cpp and serving_engine_defer.cpp
 // (segment reuse and whole-prompt selection), serving_engine_segments.cpp
-// (frozen segments). The remote KV tier's client is its own class
-// (remote_tier_client.h).
+// (frozen segments). Parts with their own state are classes of their own:
+// the remote KV tier's client (remote_tier_client.h) and the redo-layer
+// schemes' owner tags (owner_tags.h).
 // Nothing outside src/runtime includes it; the public face is
 // include/agentkv/serving.h.
 #pragma once
