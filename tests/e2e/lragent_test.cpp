@@ -25,7 +25,6 @@ namespace {
 using namespace agentkv::testing;
 
 constexpr int32_t kBs = 16;
-constexpr int32_t kLayers = 30;  // SmolLM2-135M
 
 class Lragent : public ::testing::Test {
  protected:
@@ -33,6 +32,7 @@ class Lragent : public ::testing::Test {
     if (!std::filesystem::exists(model_path())) return;
     auto lm = load_model_file(model_path(), 2);
     ASSERT_TRUE(lm.is_ok()) << lm.status().message();
+    layers_ = lm->model->spec.n_layers;
     dir_ = std::filesystem::temp_directory_path() / ("agentkv_lragent_" + std::to_string(::getpid()));
     // plan and action share their A matrices (a shared-A group, as LRAgent
     // trains them); reflect has its own; kproj also adapts k_proj.
@@ -148,14 +148,16 @@ class Lragent : public ::testing::Test {
   static KvSharingParams all_critical() {
     KvSharingParams p;
     p.critical_layers.emplace();
-    for (int32_t l = 0; l < kLayers; ++l) p.critical_layers->push_back(l);
+    for (int32_t l = 0; l < layers_; ++l) p.critical_layers->push_back(l);
     return p;
   }
 
   static std::filesystem::path dir_;
+  static int32_t layers_;  // the model's (30 for SmolLM2-135M)
 };
 
 std::filesystem::path Lragent::dir_;
+int32_t Lragent::layers_ = 0;
 
 // The largest |a - b| over the chosen tokens' and the top-3 logprobs.
 float max_logprob_diff(const Outcome& a, const Outcome& b) {
@@ -215,31 +217,31 @@ TEST_F(Lragent, SecondAgentReusesWhatItsSchemeShares) {
   // none: nothing crosses adapters.
   const Run none = run_pair("none", "action");
   EXPECT_EQ(none.cached, 0);
-  EXPECT_EQ(none.prefill_layers, int64_t{n} * kLayers);
+  EXPECT_EQ(none.prefill_layers, int64_t{n} * layers_);
   // full: the context's K/V, V with plan's LoRA in it, is action's too.
   const Run full = run_pair("full", "action");
   EXPECT_EQ(full.cached, 160);
-  EXPECT_EQ(full.prefill_layers, int64_t{n - 160} * kLayers);
+  EXPECT_EQ(full.prefill_layers, int64_t{n - 160} * layers_);
   // lragent-baselr, shared A: base K/V and the LR cache are both shared.
   const Run baselr = run_pair("lragent-baselr", "action");
   EXPECT_EQ(baselr.cached, 160);
-  EXPECT_EQ(baselr.prefill_layers, int64_t{n - 160} * kLayers);
+  EXPECT_EQ(baselr.prefill_layers, int64_t{n - 160} * layers_);
   EXPECT_FALSE(baselr.lr_fallback);
   // lragent-base: the base K/V is shared, but action runs its own forward
   // over every token it has not seen (the LR prefill).
   const Run base = run_pair("lragent-base", "action");
   EXPECT_EQ(base.cached, 160);
-  EXPECT_EQ(base.prefill_layers, int64_t{n} * kLayers);
+  EXPECT_EQ(base.prefill_layers, int64_t{n} * layers_);
   // lragent-baselr for reflect, in no shared-A group: BaseShared rules.
   const Run fallback = run_pair("lragent-baselr", "reflect");
   EXPECT_TRUE(fallback.lr_fallback);
-  EXPECT_EQ(fallback.prefill_layers, int64_t{n} * kLayers);
+  EXPECT_EQ(fallback.prefill_layers, int64_t{n} * layers_);
   // droidspeak: the context's tokens rerun up to the last critical layer.
   KvSharingParams p;
   p.critical_layers = std::vector<int32_t>{1, 4, 9};
   const Run droid = run_pair("droidspeak", "action", p);
   EXPECT_EQ(droid.cached, 160);
-  EXPECT_EQ(droid.prefill_layers, int64_t{n - 160} * kLayers + int64_t{160} * 10);
+  EXPECT_EQ(droid.prefill_layers, int64_t{n - 160} * layers_ + int64_t{160} * 10);
   // With the server's critical layers {4, 9}, hidden-state snapshots at
   // layer 4 are kept, and the recompute rows start there.
   {
@@ -247,13 +249,13 @@ TEST_F(Lragent, SecondAgentReusesWhatItsSchemeShares) {
     ASSERT_TRUE(ask(*eng, context, "plan", "droidspeak").error.empty());
     const Run snap = ask(*eng, turn, "action", "droidspeak");
     ASSERT_TRUE(snap.error.empty()) << snap.error;
-    EXPECT_EQ(snap.prefill_layers, int64_t{n - 160} * kLayers + int64_t{160} * 6);
+    EXPECT_EQ(snap.prefill_layers, int64_t{n - 160} * layers_ + int64_t{160} * 6);
     // A request with other critical layers starts from layer 0.
     KvSharingParams other;
     other.critical_layers = std::vector<int32_t>{5, 9};
     ASSERT_TRUE(ask(*eng, doc(8, 160), "plan", "droidspeak", 4, other).error.empty());
     const Run no_snap = ask(*eng, cat({doc(8, 160), doc(4, 24)}), "action", "droidspeak", 4, other);
-    EXPECT_EQ(no_snap.prefill_layers, int64_t{n - 160} * kLayers + int64_t{160} * 10);
+    EXPECT_EQ(no_snap.prefill_layers, int64_t{n - 160} * layers_ + int64_t{160} * 10);
   }
   // Sharing is approximate: every scheme that shares moved action's logprobs.
   for (const Run* r : {&full, &baselr, &base, &droid}) {
@@ -284,7 +286,7 @@ TEST_F(Lragent, ExactLimits) {
     ASSERT_TRUE(ask(*eng, context, "action", "lragent-base").error.empty());
     const Run got = ask(*eng, turn, "action", "lragent-base");
     EXPECT_EQ(got.cached, 128);
-    EXPECT_EQ(got.prefill_layers, int64_t{20} * kLayers);  // its own LR rows are found: nothing to redo
+    EXPECT_EQ(got.prefill_layers, int64_t{20} * layers_);  // its own LR rows are found: nothing to redo
     EXPECT_EQ(got.out.tokens, ref.out.tokens);
     EXPECT_LE(max_logprob_diff(got.out, ref.out), kRoundingTol);
   }
