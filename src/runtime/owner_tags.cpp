@@ -73,10 +73,10 @@ void OwnerTags::add_redo_rows(const ChunkSpan& span, SeqPlanner& plan, const std
   }
 }
 
-void OwnerTags::store(const Step& step, const std::vector<const SeqSharing*>& seq_sharing) {
+void OwnerTags::store(const Step& step, const std::function<const SeqSharing*(size_t)>& sharing_of) {
   if (tags_ == nullptr) return;
-  for (size_t q = 0; q < step.seqs.size() && q < seq_sharing.size(); ++q) {
-    const SeqSharing* s = seq_sharing[q];
+  for (size_t q = 0; q < step.seqs.size(); ++q) {
+    const SeqSharing* s = sharing_of(q);
     if (s == nullptr || s->redo_layers.empty()) continue;
     const uint32_t bit = uint32_t{1} << (tag(s->adapter) % 32);
     const StepSeq& sq = step.seqs[q];

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -44,8 +45,6 @@ class OwnerTags {
         n_layers_(n_layers),
         d_(d_model) {}
 
-  // A scheme declared owner tags (else store() and add_redo_rows() do nothing).
-  bool active() const { return tags_ != nullptr; }
   // The snapshots' component (store_captures writes a redo request's captures there), or null.
   KvComponent* hidden() const { return hidden_; }
   int32_t layer() const { return layer_; }
@@ -58,8 +57,9 @@ class OwnerTags {
   void add_redo_rows(const ChunkSpan& span, SeqPlanner& plan, const std::vector<int32_t>& tokens,
                      int32_t adapter_index, const std::vector<int32_t>& blocks, Step* step);
   // After a step: the agent of each slot that rows of a redo-layer request
-  // wrote (seq_sharing[q]: sequence q's decision, null for none).
-  void store(const Step& step, const std::vector<const SeqSharing*>& seq_sharing);
+  // wrote (sharing_of(q): sequence q's decision, null for none). Does nothing
+  // when no scheme declared owner tags.
+  void store(const Step& step, const std::function<const SeqSharing*(size_t)>& sharing_of);
 
  private:
   // An agent's tag, assigned on first use (the base is 0; tags share owner bits modulo 32).

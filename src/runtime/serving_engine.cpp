@@ -406,11 +406,9 @@ void ServingEngineImpl::after_step(const SchedulerOutput& out, const StepPlan& p
   for (size_t i = 0; i < seq_req.size(); ++i) {
     if (seq_req[i]->defer.splitting()) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
   }
-  if (owners_.active()) {
-    std::vector<const SeqSharing*> sharing;
-    for (const Live* l : seq_req) sharing.push_back(l != nullptr ? &l->plan->sharing() : nullptr);
-    owners_.store(plan.step, sharing);
-  }
+  owners_.store(plan.step, [&](size_t q) -> const SeqSharing* {
+    return q < seq_req.size() && seq_req[q] != nullptr ? &seq_req[q]->plan->sharing() : nullptr;
+  });
   sched_->on_step_done(out);
   {
     std::lock_guard<std::mutex> lk(mu_);
