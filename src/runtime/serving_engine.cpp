@@ -101,7 +101,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
     }
   }
   const int32_t min_segment = params.min_segment_tokens.value_or(2 * opts_.block_size);
-  const bool capture = influence_ != nullptr && (capture_all_ || plan->captures_state());
+  const bool capture = captures_.wants(*plan);
   if (req.prompt_logprobs > SamplingParams::kMaxLogprobs) {
     return make_error(ErrorCode::kInvalidArgument, "prompt_logprobs must be at most ", SamplingParams::kMaxLogprobs);
   }
@@ -120,7 +120,7 @@ Result<ServeId> ServingEngineImpl::submit(ServeRequest req, ServeSink sink) {
   l->cache = plan->cache_policy(own, opts_.block_size);
   l->plan = std::move(plan);
   l->model = req.adapter;
-  l->min_segment = min_segment;
+  l->reuse.min_segment = min_segment;
   l->capture = capture;
   ServeId id;
   {
@@ -220,7 +220,7 @@ void ServingEngineImpl::admit(std::unique_ptr<Live> lp) {
   // Ids are never reused (next_id_), so the id is new to live_.
   live_.emplace(l->id, std::move(lp));
   // Relay captures (l->capture) never ask: the tier holds no captured state.
-  if (remote_ && !l->capture && remote_->lookup(l, l->plan->reuses_segments(), l->min_segment)) {
+  if (remote_ && !l->capture && remote_->lookup(l, l->plan->reuses_segments(), l->reuse.min_segment)) {
     std::lock_guard<std::mutex> lk(mu_);
     ++stats_.remote_lookups;
     return;
@@ -245,7 +245,7 @@ void ServingEngineImpl::settle(const SchedulerOutput& out) {
   for (RequestId id : out.aborted) {
     ServeEvent ev;
     auto it = live_.find(id);
-    if (it != live_.end() && it->second->n_generated > 0) {
+    if (it != live_.end() && it->second->out.n_generated() > 0) {
       finish(id, ServeFinish::kLength);
     } else {
       ev.error = "the request does not fit in the KV cache (" + std::to_string(kv_->pool().n_blocks()) +
@@ -338,7 +338,7 @@ void ServingEngineImpl::plan_step(const SchedulerOutput& out, StepPlan* plan) {
       adapter_index = static_cast<int32_t>(a - step.adapters.begin());
       if (a == step.adapters.end()) step.adapters.push_back(l.plan->sharing().adapter);
     }
-    if (l.plan->reuses_segments() && l.reuse_looked_up && r->n_preemptions != l.reuse_preemptions) {
+    if (l.plan->reuses_segments() && l.reuse.looked_up && r->n_preemptions != l.reuse.preemptions) {
       // Preempted after its segments were copied: the recompute is a plain,
       // exact one (the copies are gone with the blocks).
       l.plan->stop_reuse();
@@ -374,13 +374,10 @@ void ServingEngineImpl::run_step(const SchedulerOutput& out) {
   for (const LogitRow& lr : plan.logit_rows) {
     if (lr.prompt_pos >= 0) continue;
     auto it = live_.find(lr.id);
-    if (it != live_.end() && it->second->matcher &&
-        static_cast<size_t>(it->second->n_generated) >= it->second->forced.size()) {
-      masked.push_back(it->second.get());
-    }
+    if (it != live_.end() && it->second->out.constrained_next()) masked.push_back(it->second.get());
   }
   if (!masked.empty()) mask_worker_.start([&masked, words = (model_->spec.n_vocab + 31) / 32] {
-    for (Live* l : masked) fill_mask(*l, words);
+    for (Live* l : masked) l->out.fill_mask(words);
   });
   StepOutput so;
   so.logits.swap(logits_);
@@ -402,7 +399,7 @@ void ServingEngineImpl::after_step(const SchedulerOutput& out, const StepPlan& p
   const std::vector<Live*>& seq_req = plan.seq_req;
   const bool deferred =
       std::any_of(seq_req.begin(), seq_req.end(), [](const Live* l) { return l->defer.capturing(); });
-  if (influence_ || owners_.hidden() || deferred) store_captures(plan.step, so, seq_req);
+  if (captures_.on() || owners_.hidden() || deferred) store_captures(plan.step, so, seq_req);
   for (size_t i = 0; i < seq_req.size(); ++i) {
     if (seq_req[i]->defer.splitting()) after_split(*seq_req[i], sched_->find(seq_req[i]->id));
   }

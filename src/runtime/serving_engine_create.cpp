@@ -60,11 +60,6 @@ Status ServingEngineImpl::configure_schemes() {
       }
     }
   }
-  if (const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kCaptureHidden))
-    capture_layer_ = h->layer;
-  if (const std::optional<ComponentDecl>& i = components_.decl(ComponentRole::kCaptureInfluence)) {
-    capture_all_ = i->every_request;
-  }
   return Status::ok();
 }
 
@@ -96,8 +91,14 @@ Status ServingEngineImpl::allocate_kv(KvDType kv_dtype) {
     owners_ = OwnerTags(components_.get(ComponentRole::kOwnerTags), components_.get(ComponentRole::kOwnerHidden),
                         h ? h->layer : -1, kv_.get(), opts_.block_size, s.n_layers, s.d_model);
   }
-  influence_ = components_.get(ComponentRole::kCaptureInfluence);
-  hidden_ = components_.get(ComponentRole::kCaptureHidden);
+  {
+    const std::optional<ComponentDecl>& h = components_.decl(ComponentRole::kCaptureHidden);
+    const std::optional<ComponentDecl>& i = components_.decl(ComponentRole::kCaptureInfluence);
+    captures_ = Captures(components_.get(ComponentRole::kCaptureHidden),
+                         components_.get(ComponentRole::kCaptureInfluence), h ? h->layer : -1,
+                         i && i->every_request, kv_.get(), opts_.block_size, s.n_layers);
+  }
+  reuse_ = SegmentReuse(kv_.get(), &captures_, opts_.block_size, s.n_layers);
   if (pool) {
     const int64_t n_lr = n_blocks * pool->blocks_per_kv_block;
     if (n_lr > (int64_t{1} << 30))

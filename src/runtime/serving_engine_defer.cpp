@@ -29,7 +29,7 @@ TokenRow ServingEngineImpl::prompt_row(const Live& l, const SchedRequest& r, con
 int32_t ServingEngineImpl::whole_prompt_layer(const Live& l) const {
   // Not when the rows' one capture is relay's, a profiler watches every
   // layer, there is nothing reused, or the pool could not hold the states.
-  if (l.capture || l.kv_probe || l.hits.empty() || l.defer.off()) return -1;
+  if (l.capture || l.kv_probe || l.reuse.hits.empty() || l.defer.off()) return -1;
   return l.plan->whole_prompt_layer(model_->spec.n_layers);
 }
 

@@ -43,7 +43,7 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     l.ttft_s = seconds(l.submitted, Clock::now());
     ev.prompt_tokens = l.n_prompt;
     ev.cached_tokens = std::max(0, r->n_cached_prompt);
-    ev.reused_tokens = l.reused_tokens;
+    ev.reused_tokens = l.reuse.reused_tokens;
     ev.prefill_token_layers = l.prefill_token_layers;
     ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
     ev.kv_sharing = l.plan->sharing().scheme;
@@ -53,69 +53,30 @@ void ServingEngineImpl::on_logits(ServeId id, std::span<const float> logits) {
     count_prompt(l, ev);
   }
   if (l.return_logits) ev.logits.assign(logits.begin(), logits.end());
-  const bool forced = static_cast<size_t>(l.n_generated) < l.forced.size();
-  const bool constrained = l.matcher && !forced;
-  if (constrained && !l.mask_ready) fill_mask(l, (logits.size() + 31) / 32);  // not planned as a sampled row
-  SampleResult sr = forced ? logprobs_of(logits, l.forced[l.n_generated], l.sampler.params().n_logprobs)
-                           : l.sampler.sample(logits, constrained ? l.mask.data() : nullptr);
-  if (constrained) {
-    l.mask_ready = false;
-    if (sr.id < 0 || ((l.mask[static_cast<size_t>(sr.id) >> 5] >> (sr.id & 31)) & 1u) == 0) {
-      ev.error = "the grammar allows no next token";
-      finish(id, ServeFinish::kError, std::move(ev));
-      return;
-    }
-  }
-  const bool stop_id =
-      std::find(l.stop_token_ids.begin(), l.stop_token_ids.end(), sr.id) != l.stop_token_ids.end();
-  // Under a grammar an end-of-generation token is the grammar's own end
-  // (the mask allows it only there), so it ends the request even with ignore_eos.
-  if (stop_id || ((!l.ignore_eos || constrained) && tokenizer_->is_eog(sr.id))) {
-    finish(id, ServeFinish::kStop, std::move(ev));
+  const ServeFinish why = l.out.next(logits, *tokenizer_, static_cast<int64_t>(r->tokens.size()), max_model_len_, &ev);
+  if (why != ServeFinish::kNone) {
+    finish(id, why, std::move(ev));
     return;
   }
-  if (constrained && !l.matcher->accept(sr.id)) {
-    ev.error = "the grammar refused the sampled token";
-    finish(id, ServeFinish::kError, std::move(ev));
-    return;
-  }
-  ++l.n_generated;
-  const int32_t token = sr.id;
-  l.sampler.accept(token);
-  ev.samples.push_back(std::move(sr));
-  ev.text = l.stops.push(l.detok.push(token));
-  if (l.stops.stopped()) {
-    finish(id, ServeFinish::kStop, std::move(ev));
-  } else if (l.n_generated >= l.max_tokens || static_cast<int64_t>(r->tokens.size()) + 1 >= max_model_len_) {
-    // prompt + completion (this token included) has reached max_model_len.
-    finish(id, ServeFinish::kLength, std::move(ev));
-  } else {
-    sched_->append_token(id, token);
-    l.sink(std::move(ev));
-  }
-}
-
-void ServingEngineImpl::fill_mask(Live& l, size_t words) {
-  l.mask.resize(words);
-  l.matcher->fill_mask(l.mask);
-  l.mask_ready = true;
+  sched_->append_token(id, ev.samples.back().id);
+  l.sink(std::move(ev));
 }
 
 void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   auto it = live_.find(id);
   if (it == live_.end()) return;
   Live& l = *it->second;
-  if (!segment_jobs_.empty()) finish_segment_job(id, why, ev.error);
-  if (why != ServeFinish::kError && why != ServeFinish::kCancelled && !l.stops.stopped()) {
-    ev.text += l.stops.push(l.detok.flush()) + l.stops.flush();
-  }
+  // A segment's prefill: its blocks are pinned, and the stats show the
+  // segment right after create_segment returns.
+  segment_jobs_.finish(id, why, ev.error, *kv_, [this] { publish_stats(); });
+  ev.text += l.out.flush(why);
   ev.finish = why;
   ev.prompt_tokens = l.n_prompt;
   ev.cached_tokens = std::max(0, l.n_cached_prompt);  // also for one the scheduler already dropped
-  ev.reused_tokens = l.reused_tokens;
+  ev.reused_tokens = l.reuse.reused_tokens;
   ev.prefill_token_layers = l.prefill_token_layers;
   ev.reuse_rate = reuse_rate(l, ev.cached_tokens);
-  ev.completion_tokens = l.n_generated;
+  ev.completion_tokens = l.out.n_generated();
   ev.kv_sharing = l.plan->sharing().scheme;
   ev.lr_fallback = l.plan->sharing().lr_fallback;
   ev.queue_s = l.queue_s;
@@ -123,7 +84,7 @@ void ServingEngineImpl::finish(ServeId id, ServeFinish why, ServeEvent ev) {
   const bool was_queued = !l.scheduled;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!l.background) stats_.per_model[l.model].completion_tokens += l.n_generated;
+    if (!l.background) stats_.per_model[l.model].completion_tokens += l.out.n_generated();
     if (l.plan->sharing().lr_fallback && !l.background) ++stats_.lr_fallback_requests;
   }
   l.defer.release();

@@ -3,10 +3,11 @@
 // (construction), serving_engine_events.cpp (logits to tokens, events and
 // finish), serving_engine_shared.cpp (rows of the schemes whose K/V every
 // agent shares), serving_engine_reuse.cpp and serving_engine_defer.cpp
-// (segment reuse and whole-prompt selection), serving_engine_segments.cpp
+// (segment reuse's rows and whole-prompt selection), serving_engine_segments.cpp
 // (frozen segments). Parts with their own state are classes of their own:
-// the remote KV tier's client (remote_tier_client.h) and the redo-layer
-// schemes' owner tags (owner_tags.h).
+// the remote KV tier's client (remote_tier_client.h), the redo-layer
+// schemes' owner tags (owner_tags.h), relay's captures (captures.h) and the
+// segment lookup and copies (segment_reuse.h).
 // Nothing outside src/runtime includes it; the public face is
 // include/agentkv/serving.h.
 #pragma once
@@ -34,12 +35,15 @@
 #include "runtime/kv_event_source.h"
 #include "runtime/loaded_model.h"
 #include "runtime/mask_worker.h"
+#include "runtime/captures.h"
 #include "runtime/owner_tags.h"
 #include "runtime/prompt_deferral.h"
 #include "runtime/remote_tier_client.h"
 #include "runtime/runner.h"
 #include "runtime/sampler.h"
-#include "runtime/stop_matcher.h"
+#include "runtime/segment_jobs.h"
+#include "runtime/segment_reuse.h"
+#include "runtime/token_output.h"
 #include "sched/scheduler.h"
 #include "sharing/scheme.h"
 #include "sharing/scheme_defaults.h"
@@ -67,17 +71,11 @@ inline double seconds(Clock::time_point from, Clock::time_point to) {
 // KV tier's wait list (while its blocks are fetched) hold it by pointer.
 struct Live : SchedRequest {
   ServeSink sink;
-  Sampler sampler;
-  StopMatcher stops;
-  StreamDecoder detok;
-  int32_t max_tokens = 0;
-  bool ignore_eos = false;
-  std::vector<int32_t> stop_token_ids;
+  TokenOutput out;  // its logits rows to tokens and text (runtime/token_output.h)
   int32_t prompt_logprobs = -1;
   bool return_logits = false;
   std::vector<SampleResult> prompt_lps;  // by prompt position - 1; id -1 until scored
   // (SchedRequest::background: counted in no stats.)
-  int32_t n_generated = 0;
   Clock::time_point submitted;
   bool scheduled = false;  // left the queue (counts against max_queue until then)
   bool first_sent = false;
@@ -88,58 +86,34 @@ struct Live : SchedRequest {
   // (plan->sharing()) and per-request state. Never null once admitted.
   std::unique_ptr<SeqPlanner> plan;
   std::string model;                       // adapter name, "" = base (stats key)
-  // Segment reuse (plan->reuses_segments()): per prompt position whether
-  // its K/V is copied from a cached segment and where its run starts.
-  // Looked up once, at the first prompt chunk.
-  bool reuse_looked_up = false;
-  int32_t reuse_preemptions = 0;           // the request's preemptions when looked up
-  std::vector<SegmentHit> hits;
-  std::vector<uint8_t> reused;             // [n_prompt]
-  std::vector<int32_t> run_start;          // [n_prompt], -1 where not reused
-  int32_t reused_tokens = 0;               // copied so far
-  int32_t min_segment = 0;                 // shortest segment reused, tokens
-  std::vector<uint8_t> has_hidden;         // [n_prompt]: a reused position's hidden-state snapshot is there
-  std::vector<float> influence;            // [n_prompt]: a reused position's influence score
-  bool capture = false;                    // captures: hidden state at the capture layer, influence
+  // Segment reuse (plan->reuses_segments(); runtime/segment_reuse.h).
+  ReuseState reuse;
+  bool capture = false;                    // captures (runtime/captures.h): hidden state, influence
   // Whole-prompt selection (SeqPlanner::whole_prompt_layer;
   // runtime/prompt_deferral.h): the deferred chunks' states, the split
   // step's verdicts and the kept rows still to run.
   PromptDeferral defer;
   std::function<void(const ServeRequestHooks::KvProbe&)> kv_probe;
-  std::vector<int32_t> forced;             // teacher forcing (benchmarks)
   int64_t prefill_token_layers = 0;
-  // Constrained decoding: the request's place in its grammar, and the mask
-  // of the tokens allowed next (filled on the mask worker during the step).
-  std::unique_ptr<TokenMatcher> matcher;
-  std::vector<uint32_t> mask;
-  bool mask_ready = false;
   std::string session_key;                 // agent session, scoped to the tenant; "" = none
   double session_retention_s = 0;
 
   Live(ServeSink s, const ServeRequest& r, const Tokenizer& tok, Clock::time_point t)
       : sink(std::move(s)),
-        sampler(r.sampling),
-        stops(r.stop),
-        detok(tok),
-        max_tokens(r.max_tokens),
-        ignore_eos(r.ignore_eos),
-        stop_token_ids(r.stop_token_ids),
+        out(r, tok, request_hooks(r).forced_tokens),
         prompt_logprobs(r.prompt_logprobs),
         return_logits(request_hooks(r).return_logits),
         submitted(t),
-        kv_probe(request_hooks(r).kv_probe),
-        forced(request_hooks(r).forced_tokens) {
+        kv_probe(request_hooks(r).kv_probe) {
     tokens = r.prompt;
     n_prompt = static_cast<int32_t>(r.prompt.size());
     read_cache = r.prompt_logprobs < 0;  // prompt logprobs need every prompt row's logits
     one_per_step_from = request_hooks(r).one_per_step_from;
     background = request_hooks(r).background;
-    if (r.constraint) matcher = r.constraint->matcher();
     if (!r.session_id.empty()) {
       session_key = agentkv::session_key(r.tenant, r.session_id);
       session_retention_s = r.session_retention_s;
     }
-    sampler.set_prompt(r.prompt);  // the repetition penalty covers the prompt
     if (prompt_logprobs >= 0) prompt_lps.assign(r.prompt.size() - 1, SampleResult{-1, 0.0f, {}});
   }
 };
@@ -219,28 +193,18 @@ class ServingEngineImpl final : public ServingEngine {
   void plan_step(const SchedulerOutput& out, StepPlan* plan);
   void after_step(const SchedulerOutput& out, const StepPlan& plan, const StepOutput& so);
   // Segment reuse for one scheduled chunk of a request whose planner reuses
-  // segments (SeqPlanner::reuses_segments): finds
-  // the cached segments of its prompt (first chunk), queues the K/V copies
-  // of the chunk's reused positions (a source gone since the lookup is
-  // recomputed instead), and adds the planner's rows and hooks to the step.
+  // segments (SeqPlanner::reuses_segments): finds the cached segments of its
+  // prompt (first chunk) and queues the chunk's K/V copies (reuse_), and
+  // adds the planner's rows and hooks to the step.
   void plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step);
-  // plan_reuse's parts: the lookup (once, at the first chunk); the chunk's
-  // copies and the captured state of its reused positions; what the planner
-  // sees of the planned range [cb, e); the rows it wants (returns each
-  // position's row, -1 for none); its hooks as LayerHooks; profilers' probes.
-  void lookup_segments(const ScheduledSeq& s, Live& l);
-  void queue_copies(Live& l, int32_t b, int32_t e, const std::vector<int32_t>& blocks, Step* step);
-  ReuseChunk reuse_chunk(const Live& l, int32_t cb, int32_t e) const;
+  // plan_reuse's parts: the rows the planner wants (returns each position's
+  // row, -1 for none); its hooks as LayerHooks; profilers' probes.
   std::vector<int32_t> add_reuse_rows(const ScheduledSeq& s, Live& l, int32_t cb, int32_t sel,
                                       std::vector<ReuseRow>& want, int32_t adapter_index,
                                       const std::vector<int32_t>& blocks, Step* step);
   void add_reuse_hooks(Live& l, std::vector<ReuseHook> hooks, int32_t seq_index, int32_t cb, int32_t e,
                        const std::vector<int32_t>& row_of, Step* step) const;
   void add_kv_probes(Live& l, int32_t seq_index, Step* step) const;
-  // The cached segments of a request's prompt after `from`, each position
-  // looked up under the lineage its blocks carry (aLoRA: the base one before
-  // its invocation).
-  std::vector<SegmentHit> find_reuse_hits(const Live& l, const SchedRequest& r, int32_t from) const;
   // After a prompt row with logits, a request with ICaRus decoder rows takes
   // the logits to its decoder row, appended right after it.
   void add_decoder_row(const Live& l, int32_t adapter_index, Step* step) const;
@@ -270,8 +234,6 @@ class ServingEngineImpl final : public ServingEngine {
   void count_prompt(const Live& l, const ServeEvent& ev);
   void on_logits(ServeId id, std::span<const float> logits);
   Status end_session(const std::string& tenant, const std::string& id) override;
-  // The grammar mask of `l`'s next token (words = ceil(n_vocab / 32)).
-  static void fill_mask(Live& l, size_t words);
   // Scores prompt token pos + 1 from the logits row of position pos.
   void on_prompt_logits(ServeId id, int32_t pos, std::span<const float> logits);
   void finish(ServeId id, ServeFinish why, ServeEvent ev = {});
@@ -283,7 +245,7 @@ class ServingEngineImpl final : public ServingEngine {
     return int64_t{l.n_prompt - cached} * model_->spec.n_layers;
   }
   int64_t reused_entries(const Live& l, int32_t cached) const {
-    return l.reused_tokens == 0 ? 0 : std::max<int64_t>(0, prefilled_entries(l, cached) - l.prefill_token_layers);
+    return l.reuse.reused_tokens == 0 ? 0 : std::max<int64_t>(0, prefilled_entries(l, cached) - l.prefill_token_layers);
   }
   double reuse_rate(const Live& l, int32_t cached) const {
     const int64_t all = prefilled_entries(l, cached);
@@ -298,18 +260,15 @@ class ServingEngineImpl final : public ServingEngine {
   // kUnavailable once the engine is stopping.
   Status run_on_engine(std::function<void()> fn);
   void run_tasks();
-  // A request is finishing, its blocks still held: when it was a segment's
-  // prefill, freeze them (or report why not) to the waiting create_segment.
-  void finish_segment_job(ServeId id, ServeFinish why, const std::string& error);
-  // Captures (the components of role kCapture*): what a row of a capturing request asks the runner for,
-  // and storing what the runner captured into the KV components.
-  void mark_captures(const Live& l, TokenRow* row) const;
   // The rows of a chunk that does no segment reuse (serving_engine_shared.cpp
   // for what the shared-K/V schemes add): the scheme's RowSpecs as TokenRows,
   // with the component pool's slots (LRAgent's LR rows) and rows that keep
   // cached K/V, and the redo rows (owners_) for tokens another agent wrote.
   // Appends one StepSeq.
   void plan_rows(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step, std::vector<LogitRow>* logit_rows);
+  // After a step: the hidden states its rows captured, into the captures'
+  // or owner snapshots' component or a deferred chunk's request, and the
+  // influence its decode rows gave.
   void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
   uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
 
@@ -323,11 +282,8 @@ class ServingEngineImpl final : public ServingEngine {
   // with --lr-cache-rank 0).
   std::unique_ptr<LrStorage> lr_storage_;
   std::unique_ptr<KvManager> lr_kv_;
-  // The KV components the schemes declared (configure_schemes), and the
-  // ones the engine's features use, by role (null when none declared it):
-  //  - owner tags and their snapshots: owners_ (runtime/owner_tags.h);
-  //  - captures: the influence score, and the hidden state entering
-  //    capture_layer_ (null while no scheme gave a layer to capture at).
+  // The KV components the schemes declared (configure_schemes); the
+  // engine's features that use them hold them by role: owners_ and captures_.
   KvComponentRegistry components_;
   // Per-model defaults of the schemes' parameters (opts_.scheme_defaults),
   // between the server's options and the schemes' own.
@@ -336,13 +292,11 @@ class ServingEngineImpl final : public ServingEngine {
   // defaults file and the remote tier's tag both key on it).
   Result<std::string> model_content_id();
   std::string model_id_;
-  OwnerTags owners_;  // the redo-layer schemes' owner tags and snapshots
-  KvComponent* hidden_ = nullptr;
-  KvComponent* influence_ = nullptr;
+  OwnerTags owners_;      // the redo-layer schemes' owner tags and snapshots
+  Captures captures_;     // relay's hidden states and influence scores
+  SegmentReuse reuse_;    // segment lookup and copies
   // Whole-prompt selection's hidden states, in blocks of the KV pool.
   std::unique_ptr<KvScratch> defer_;
-  int32_t capture_layer_ = -1;
-  bool capture_all_ = false;
   std::unique_ptr<Runner> runner_;
   std::unique_ptr<KvEventSource> kv_events_;  // null unless opts_.kv_events is set
   BlockObservers observers_;                   // what the KV pool tells of its prefix index
@@ -358,13 +312,7 @@ class ServingEngineImpl final : public ServingEngine {
   // Engine thread only.
   std::unordered_map<ServeId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
-  struct SegmentJob {
-    std::string seg_id;
-    SegmentSpec spec;
-    std::shared_ptr<std::promise<Result<SegmentInfo>>> done;
-  };
-  std::unordered_map<ServeId, SegmentJob> segment_jobs_;  // segment prefills, by request
-  uint64_t next_segment_ = 1;
+  SegmentJobs segment_jobs_;  // frozen segments' prefills under way
 
   // Shared, under mu_.
   mutable std::mutex mu_;

@@ -1,31 +1,13 @@
 // Segment reuse in the serving engine (docs/design.md §2, SegmentIndex; the
-// planners live in sharing/): the lookup of a request's cached segments,
-// the K/V copies of each chunk, the planner's rows and hooks as Step rows
-// and LayerHooks, and relay's captures in and out of the KV components.
+// planners live in sharing/): per chunk, the lookup and copies
+// (segment_reuse.h), then the planner's rows and hooks as Step rows and
+// LayerHooks; and the captures a step's rows made, stored after it.
 // Whole-prompt selection across chunks is in serving_engine_defer.cpp.
 #include <algorithm>
 
 #include "runtime/serving_engine_impl.h"
 
 namespace agentkv {
-
-std::vector<SegmentHit> ServingEngineImpl::find_reuse_hits(const Live& l, const SchedRequest& r,
-                                                           int32_t from) const {
-  const std::span<const int32_t> prompt(r.tokens.data(), l.n_prompt);
-  // Where the request's blocks stop carrying the base lineage (aLoRA: its
-  // invocation). Before it, segments are looked up under the base lineage,
-  // whoever cached them; from it on, under the request's own.
-  const int32_t base_until = std::min(l.n_prompt, l.plan->sharing().lineage_from);
-  if (r.cache.keys.lineage == r.cache.base_keys.lineage || base_until <= from) {
-    return kv_->find_segments(prompt, from, r.cache.keys, l.min_segment);
-  }
-  // The search stops one before its span's end: the span takes one more.
-  std::vector<SegmentHit> hits =
-      kv_->find_segments(prompt.first(base_until + 1), from, r.cache.base_keys, l.min_segment);
-  const std::vector<SegmentHit> more = kv_->find_segments(prompt, base_until, r.cache.keys, l.min_segment);
-  hits.insert(hits.end(), more.begin(), more.end());
-  return hits;
-}
 
 void ServingEngineImpl::add_decoder_row(const Live& l, int32_t adapter_index, Step* step) const {
   TokenRow& encoder = step->rows.back();
@@ -42,89 +24,14 @@ void ServingEngineImpl::add_decoder_row(const Live& l, int32_t adapter_index, St
   step->rows.push_back(decoder);
 }
 
-void ServingEngineImpl::lookup_segments(const ScheduledSeq& s, Live& l) {
-  if (l.reuse_looked_up) return;
-  // Once, at the first chunk: s.begin is where the exact prefix hit ends
-  // (prefix hits take precedence), so segments are looked for after it.
-  SchedRequest* r = s.req;
-  l.reuse_looked_up = true;
-  l.reuse_preemptions = r->n_preemptions;
-  l.reused.assign(l.n_prompt, 0);
-  l.run_start.assign(l.n_prompt, -1);
-  l.hits = find_reuse_hits(l, *r, s.begin);
-  for (const SegmentHit& h : l.hits) std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{1});
-  // K/V from the first reused token on is approximate: never indexed.
-  if (!l.hits.empty()) {
-    r->cache.exact_tokens = std::min(r->cache.exact_tokens, l.hits.front().dst_pos);
-    r->cache.approx_index_from = l.hits.back().dst_pos + l.hits.back().n;
-  }
-}
-
-void ServingEngineImpl::queue_copies(Live& l, int32_t b, int32_t e, const std::vector<int32_t>& blocks,
-                                     Step* step) {
-  const int32_t bs = opts_.block_size;
-  // Copies for the chunk's reused positions. A source block evicted (or
-  // re-allocated, this very step included) since the lookup is not copied:
-  // its whole hit is recomputed.
-  for (const SegmentHit& h : l.hits) {
-    const int32_t lo = std::max(b, h.dst_pos), hi = std::min(e, h.dst_pos + h.n);
-    if (lo >= hi || !l.reused[lo]) continue;
-    if (!kv_->segment_hit_valid(h)) {
-      std::fill_n(l.reused.begin() + h.dst_pos, h.n, uint8_t{0});
-      continue;
-    }
-    for (int32_t p = lo; p < hi; ++p) {
-      const int64_t src = int64_t{h.src.id} * bs + h.src_offset + (p - h.dst_pos);
-      const int64_t dst = int64_t{blocks[p / bs]} * bs + p % bs;
-      step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
-      // The captured state travels with the K/V.
-      if (hidden_) hidden_->copy(src, h.src.generation, dst, generation_of(dst));
-      if (influence_) influence_->copy(src, h.src.generation, dst, generation_of(dst));
-    }
-    l.reused_tokens += hi - lo;
-    kv_->segment_hit_used(h);
-  }
-  for (int32_t p = b; p < e; ++p) {
-    l.run_start[p] = !l.reused[p] ? -1 : (p > 0 && l.reused[p - 1] ? l.run_start[p - 1] : p);
-  }
-  if (!influence_) return;
-  l.has_hidden.resize(l.n_prompt, 0);
-  l.influence.resize(l.n_prompt, 0.0f);
-  for (int32_t p = b; p < e; ++p) {
-    if (!l.reused[p]) continue;
-    const int64_t slot = int64_t{blocks[p / bs]} * bs + p % bs;
-    l.has_hidden[p] = hidden_ && !hidden_->read(slot, generation_of(slot)).empty();
-    const std::span<const float> inf = influence_->read(slot, generation_of(slot));
-    l.influence[p] = inf.empty() ? 0.0f : inf[0];
-  }
-}
-
-ReuseChunk ServingEngineImpl::reuse_chunk(const Live& l, int32_t cb, int32_t e) const {
-  ReuseChunk c;
-  c.begin = cb;
-  c.n = e - cb;
-  c.n_layers = model_->spec.n_layers;
-  c.n_prompt = l.n_prompt;
-  c.block_tokens = opts_.block_size;
-  c.reused = std::span<const uint8_t>(l.reused.data() + cb, c.n);
-  c.run_start = std::span<const int32_t>(l.run_start.data() + cb, c.n);
-  c.reused_after = e < l.n_prompt && l.reused[e];
-  if (influence_) {
-    c.hidden_layer = hidden_ ? capture_layer_ : -1;
-    c.has_hidden = std::span<const uint8_t>(l.has_hidden.data() + cb, c.n);
-    c.influence = std::span<const float>(l.influence.data() + cb, c.n);
-  }
-  return c;
-}
-
 void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapter_index, Step* step) {
   SchedRequest* r = s.req;
-  lookup_segments(s, l);
+  reuse_.lookup(l.reuse, *r, l.plan->sharing().lineage_from, s.begin);
   const int32_t b = s.begin, e = std::min(s.begin + s.n, l.n_prompt);
   StepSeq q;
   q.row_begin = static_cast<int32_t>(step->rows.size());
   q.blocks = kv_->block_table(r->id);
-  queue_copies(l, b, e, q.blocks, step);
+  reuse_.queue_copies(l.reuse, b, e, q.blocks, step);
   // One selection over the whole prompt (SeqPlanner::whole_prompt_layer):
   // the chunks before the last run up to its layer and wait.
   const int32_t sel = whole_prompt_layer(l);
@@ -132,7 +39,7 @@ void ServingEngineImpl::plan_reuse(const ScheduledSeq& s, Live& l, int32_t adapt
   const int32_t cb = sel >= 0 && l.defer.started() ? l.defer.begin() : b;  // the planned range's begin
   std::vector<ReuseRow> want;
   std::vector<ReuseHook> hooks;
-  l.plan->plan_chunk(reuse_chunk(l, cb, e), &want, &hooks);
+  l.plan->plan_chunk(reuse_.chunk(l.reuse, cb, e), &want, &hooks);
   const std::vector<int32_t> row_of = add_reuse_rows(s, l, cb, sel, want, adapter_index, q.blocks, step);
   q.row_end = static_cast<int32_t>(step->rows.size());
   const int32_t seq_index = static_cast<int32_t>(step->seqs.size());
@@ -160,7 +67,7 @@ std::vector<int32_t> ServingEngineImpl::add_reuse_rows(const ScheduledSeq& s, Li
   for (int32_t p = cb; p < e; ++p) {
     while (w < want.size() && want[w].pos < p) ++w;
     const bool planned = w < want.size() && want[w].pos == p;
-    if (l.reused[p] && !planned) continue;
+    if (l.reuse.reused[p] && !planned) continue;
     TokenRow row = prompt_row(l, *s.req, blocks, p, adapter_index);
     row.logits = s.sample && p == e - 1;
     if (p < b) {
@@ -173,18 +80,11 @@ std::vector<int32_t> ServingEngineImpl::add_reuse_rows(const ScheduledSeq& s, Li
         step->hidden_in.resize(step->hidden_in.size() + d_model);
         l.defer.get(p, step->hidden_in.data() + int64_t{row.hidden_in} * d_model);
       }
-    } else if (l.reused[p]) {
+    } else if (l.reuse.reused[p]) {
       row.layer_end = want[w].layer_end;
-      // A reused row may resume above layer 0 from its snapshot, nowhere else.
-      const int32_t from = want[w].layer_begin;
-      if (from > 0 && from == capture_layer_ && hidden_ && l.has_hidden[p]) {
-        const std::span<const float> h = hidden_->read(row.slot, generation_of(row.slot));
-        row.layer_begin = from;
-        row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_model);
-        step->hidden_in.insert(step->hidden_in.end(), h.begin(), h.end());
-      }
-    } else {
-      mark_captures(l, &row);
+      reuse_.resume_row(l.reuse, want[w].layer_begin, d_model, &row, step);
+    } else if (l.capture) {
+      captures_.mark(l.n_prompt, &row);
     }
     row_of[p - cb] = static_cast<int32_t>(step->rows.size());
     step->rows.push_back(row);
@@ -237,7 +137,7 @@ void ServingEngineImpl::add_kv_probes(Live& l, int32_t seq_index, Step* step) co
     LayerHook lh;
     lh.seq = seq_index;
     lh.layer = layer;
-    lh.fn = [rows = &step->rows, reused = &l.reused, probe = &l.kv_probe, layer,
+    lh.fn = [rows = &step->rows, reused = &l.reuse.reused, probe = &l.kv_probe, layer,
              head_dim = int64_t{model_->spec.head_dim}](const HookView& v, std::span<uint8_t> keep) {
       (void)keep;
       std::vector<int32_t> pos;
@@ -270,14 +170,6 @@ void ServingEngineImpl::add_kv_probes(Live& l, int32_t seq_index, Step* step) co
   }
 }
 
-void ServingEngineImpl::mark_captures(const Live& l, TokenRow* row) const {
-  if (!l.capture || row->slot < 0) return;
-  const int32_t end = row->layer_end == kAllLayers ? model_->spec.n_layers : row->layer_end;
-  if (capture_layer_ > 0 && row->layer_begin == 0 && end > capture_layer_) row->capture_layer = capture_layer_;
-  // Generated tokens receive influence from later decode steps.
-  if (row->pos >= l.n_prompt) row->influence = true;
-}
-
 void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of) {
   const int64_t d = model_->spec.d_model;
   int64_t ci = 0;
@@ -286,7 +178,7 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
     // capture component's.
     const bool redo =
         q < seq_of.size() && seq_of[q] != nullptr && !seq_of[q]->plan->sharing().redo_layers.empty();
-    KvComponent* to = redo ? owners_.hidden() : hidden_;
+    KvComponent* to = redo ? owners_.hidden() : captures_.hidden();
     // A chunk run only through its whole-prompt selection layer: its
     // captures wait in the request for the prompt's last chunk.
     PromptDeferral* defer = q < seq_of.size() && seq_of[q] != nullptr && seq_of[q]->defer.capturing()
@@ -306,23 +198,8 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
       std::copy(h, h + d, dst.begin());
     }
   }
-  if (!influence_) return;
-  const int32_t bs = opts_.block_size;
-  for (size_t q = 0; q < so.influence.size() && q < seq_of.size(); ++q) {
-    const std::vector<float>& acc = so.influence[q];
-    if (acc.empty() || seq_of[q] == nullptr) continue;
-    const StepSeq& sq = step.seqs[q];
-    int32_t last = -1;  // the latest query position: keys before it were generated earlier
-    for (int32_t r = sq.row_begin; r < sq.row_end; ++r) {
-      if (step.rows[r].influence) last = std::max(last, step.rows[r].pos);
-    }
-    for (int32_t j = seq_of[q]->n_prompt; j < last && j < static_cast<int32_t>(acc.size()); ++j) {
-      const int64_t slot = int64_t{sq.blocks[j / bs]} * bs + j % bs;
-      const uint32_t gen = generation_of(slot);
-      const std::span<const float> cur = influence_->read(slot, gen);
-      const float base = cur.empty() ? 0.0f : cur[0];
-      influence_->write(slot, gen)[0] = base + acc[j];
-    }
+  for (size_t q = 0; q < step.seqs.size() && q < seq_of.size(); ++q) {
+    if (seq_of[q] != nullptr) captures_.add_influence(step, so, q, seq_of[q]->n_prompt);
   }
 }
 

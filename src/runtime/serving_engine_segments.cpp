@@ -1,37 +1,10 @@
 // The frozen segment pool's API on the serving engine (SparseX §4): create
-// (a prefill whose blocks are then pinned), delete, list, and the specs that
-// serve --segment-dir saves. The KV manager's FrozenSegments does the pinning.
-#include <cctype>
-
+// (a prefill whose blocks are then pinned: segment_jobs.h), delete, list,
+// and the specs that serve --segment-dir saves. The KV manager's
+// FrozenSegments does the pinning.
 #include "runtime/serving_engine_impl.h"
 
 namespace agentkv {
-
-namespace {
-
-bool valid_segment_id(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
-  }
-  return true;
-}
-
-SegmentInfo segment_info(const FrozenSegment& s) {
-  SegmentInfo i;
-  i.id = s.id;
-  i.tenant = s.keys.tenant;
-  i.cache_salt = s.keys.cache_salt;
-  i.tokens = static_cast<int32_t>(s.tokens.size());
-  i.blocks = s.n_blocks;
-  i.hits = s.hits;
-  i.created = static_cast<double>(s.created_ms) / 1000.0;
-  i.last_used = static_cast<double>(s.last_used_ms) / 1000.0;
-  i.evicted = s.evicted;
-  return i;
-}
-
-}  // namespace
 
 Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
   const int64_t n = static_cast<int64_t>(spec.tokens.size());
@@ -58,58 +31,19 @@ Result<SegmentInfo> ServingEngineImpl::create_segment(const SegmentSpec& spec) {
   auto done = std::make_shared<std::promise<Result<SegmentInfo>>>();
   std::future<Result<SegmentInfo>> result = done->get_future();
   AKV_RETURN_IF_ERROR(run_on_engine([&, done] {
-    std::string seg_id = spec.id;
-    if (!seg_id.empty()) {
-      bool taken = kv_->frozen().find(seg_id) != nullptr;
-      for (const auto& [rid, job] : segment_jobs_) taken |= job.seg_id == seg_id;
-      if (taken) {
-        done->set_value(make_error(ErrorCode::kInvalidArgument, "segment id '", seg_id, "' is taken"));
-        return;
-      }
-      // A restored "seg-<n>": the engine's own names continue after it.
-      if (seg_id.rfind("seg-", 0) == 0 && seg_id.size() > 4 && seg_id.size() <= 20 &&
-          seg_id.find_first_not_of("0123456789", 4) == std::string::npos) {
-        const uint64_t n = std::stoull(seg_id.substr(4));
-        next_segment_ = std::max(next_segment_, n + 1);
-      }
-    } else {
-      do {
-        seg_id = "seg-" + std::to_string(next_segment_++);
-      } while (kv_->frozen().find(seg_id) != nullptr);
+    Result<std::string> seg_id = segment_jobs_.name(spec.id, kv_->frozen());
+    if (!seg_id.is_ok()) {
+      done->set_value(seg_id.status());
+      return;
     }
     Result<ServeId> id = submit(std::move(req), [](ServeEvent&&) {});
     if (!id.is_ok()) {
       done->set_value(id.status());
       return;
     }
-    segment_jobs_[*id] = SegmentJob{seg_id, spec, done};
+    segment_jobs_.add(*id, std::move(*seg_id), spec, done);
   }));
   return result.get();
-}
-
-void ServingEngineImpl::finish_segment_job(ServeId id, ServeFinish why, const std::string& error) {
-  auto it = segment_jobs_.find(id);
-  if (it == segment_jobs_.end()) return;
-  SegmentJob job = std::move(it->second);
-  segment_jobs_.erase(it);
-  if (why == ServeFinish::kCancelled) {
-    job.done->set_value(make_error(ErrorCode::kUnavailable, "the segment's prefill was cancelled (shutting down)"));
-    return;
-  }
-  if (why == ServeFinish::kError) {
-    job.done->set_value(make_error(ErrorCode::kInternal, "the segment's prefill failed: ", error));
-    return;
-  }
-  ExtraKeys keys;
-  keys.tenant = job.spec.tenant;
-  keys.cache_salt = job.spec.cache_salt;
-  Result<int32_t> n = kv_->freeze_segment(job.seg_id, job.spec.tokens, keys);
-  if (!n.is_ok()) {
-    job.done->set_value(make_error(ErrorCode::kInternal, "the segment's KV could not be pinned: ", n.status().message()));
-    return;
-  }
-  publish_stats();  // stats() right after create_segment returns shows the segment
-  job.done->set_value(segment_info(*kv_->frozen().find(job.seg_id)));
 }
 
 Status ServingEngineImpl::delete_segment(const std::string& id, const std::string& tenant) {

@@ -43,7 +43,7 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
         !rs.logits && (rs.write_kv || rs.write_lr) && l.prompt_logprobs >= 0 && pos + 1 < l.n_prompt;
     if (score) row.logits = true;
     if (row.logits) logit_rows->push_back({r->id, score ? pos : -1});
-    mark_captures(l, &row);
+    if (l.capture) captures_.mark(l.n_prompt, &row);
     if (owner_snaps && row.slot >= 0) row.capture_layer = owners_.layer();
     step->rows.push_back(row);
   }
