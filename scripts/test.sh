@@ -115,11 +115,13 @@ done
 # once per machine, scripts/get_model.sh). The suite includes prompts past
 # its 512-key window with a shared prefix. With it the LRAgent and DroidSpeak
 # suite (Lragent.*: shared-A LR caches, redo layers, snapshots; 14 s), so
-# that the shared-K/V schemes' mechanics run on a second model too.
+# that the shared-K/V schemes' mechanics run on a second model too, and
+# relay's exact limit and rotated layer-0 keys (segment copies with RoPE
+# deltas, captures; 10 s).
 scripts/get_model.sh gemma3-270m
 echo "AGENTKV_MODEL=models/gemma-3-270m-q4_k_m.gguf"
 AGENTKV_MODEL=models/gemma-3-270m-q4_k_m.gguf build/tests/test_e2e --gtest_brief=1 \
-  --gtest_filter='ServingExact.*:SharingExact.*:AdapterExact.*:Lragent.*' \
+  --gtest_filter='ServingExact.*:SharingExact.*:AdapterExact.*:Lragent.*:Relay.ExactLimitEqualsFullPrefill:Relay.RotatedLayerZero*' \
   || { echo "exactness tests failed on Gemma 3 270M"; exit 1; }
 done_stage "exactness on ${isas[*]:-no SIMD ISA}${others[*]:+ (others: ${others[*]})}, on synthetic q4_K/q6_K models and on Gemma 3 270M"
 
