@@ -167,6 +167,11 @@ class KvManager {
 
   KvUsage usage() const;
   const BlockPool& pool() const { return pool_; }
+  // The generation of the block holding KV slot `slot` (block * block_size
+  // + offset): what a KV component's entry for the slot is checked against.
+  uint32_t slot_generation(int64_t slot) const {
+    return pool_.ref_of(static_cast<int32_t>(slot / block_size_)).generation;
+  }
   // KV cache events (block_observer.h): every block registered in or removed
   // from the prefix index. Null: none.
   void set_block_observer(BlockObserver* o) { pool_.set_observer(o); }

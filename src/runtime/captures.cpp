@@ -14,18 +14,18 @@ void Captures::mark(int32_t n_prompt, TokenRow* row) const {
 }
 
 void Captures::copy(int64_t src, uint32_t src_gen, int64_t dst) const {
-  if (hidden_ != nullptr) hidden_->copy(src, src_gen, dst, generation(dst));
-  if (influence_ != nullptr) influence_->copy(src, src_gen, dst, generation(dst));
+  if (hidden_ != nullptr) hidden_->copy(src, src_gen, dst, kv_->slot_generation(dst));
+  if (influence_ != nullptr) influence_->copy(src, src_gen, dst, kv_->slot_generation(dst));
 }
 
 float Captures::influence(int64_t slot) const {
   if (influence_ == nullptr) return 0.0f;
-  const std::span<const float> inf = influence_->read(slot, generation(slot));
+  const std::span<const float> inf = influence_->read(slot, kv_->slot_generation(slot));
   return inf.empty() ? 0.0f : inf[0];
 }
 
 std::span<const float> Captures::hidden_at(int64_t slot) const {
-  return hidden_ != nullptr ? hidden_->read(slot, generation(slot)) : std::span<const float>();
+  return hidden_ != nullptr ? hidden_->read(slot, kv_->slot_generation(slot)) : std::span<const float>();
 }
 
 void Captures::add_influence(const Step& step, const StepOutput& so, size_t q, int32_t n_prompt) const {
@@ -38,8 +38,8 @@ void Captures::add_influence(const Step& step, const StepOutput& so, size_t q, i
     if (step.rows[r].influence) last = std::max(last, step.rows[r].pos);
   }
   for (int32_t j = n_prompt; j < last && j < static_cast<int32_t>(acc.size()); ++j) {
-    const int64_t slot = int64_t{sq.blocks[j / bs_]} * bs_ + j % bs_;
-    const uint32_t gen = generation(slot);
+    const int64_t slot = kv_slot(sq.blocks, j, bs_);
+    const uint32_t gen = kv_->slot_generation(slot);
     const std::span<const float> cur = influence_->read(slot, gen);
     const float base = cur.empty() ? 0.0f : cur[0];
     influence_->write(slot, gen)[0] = base + acc[j];

@@ -50,7 +50,7 @@ class Captures {
   void copy(int64_t src, uint32_t src_gen, int64_t dst) const;
   // What slot `slot` holds: whether a hidden state, and the influence score (0: none).
   bool has_hidden(int64_t slot) const {
-    return hidden_ != nullptr && !hidden_->read(slot, generation(slot)).empty();
+    return hidden_ != nullptr && !hidden_->read(slot, kv_->slot_generation(slot)).empty();
   }
   float influence(int64_t slot) const;
   // The hidden state kept at slot `slot` (empty when none).
@@ -61,10 +61,6 @@ class Captures {
   void add_influence(const Step& step, const StepOutput& so, size_t q, int32_t n_prompt) const;
 
  private:
-  uint32_t generation(int64_t slot) const {
-    return kv_->pool().ref_of(static_cast<int32_t>(slot / bs_)).generation;
-  }
-
   KvComponent* hidden_ = nullptr;
   KvComponent* influence_ = nullptr;
   int32_t layer_ = -1;

@@ -49,7 +49,7 @@ struct LayerSwapProbe::Impl {
       TokenRow row;
       row.token = toks[p];
       row.pos = p;
-      row.slot = int64_t{blocks[p / kBlockTokens]} * kBlockTokens + p % kBlockTokens;
+      row.slot = kv_slot(blocks, p, kBlockTokens);
       row.logits = p >= first_scored;
       row.adapter = 0;
       row.write_mask = keep_layer >= 0 ? 0 : -1;

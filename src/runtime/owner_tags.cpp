@@ -31,15 +31,13 @@ void OwnerTags::add_redo_rows(const ChunkSpan& span, SeqPlanner& plan, const std
   // Only a request with redo layers gets an agent tag (tag() assigns one on first use).
   const SeqSharing& sharing = plan.sharing();
   if (tags_ == nullptr || sharing.redo_layers.empty() || sharing.adapter == nullptr) return;
-  const int32_t bs = bs_;
-  const auto slot_of = [&](int32_t p) { return int64_t{blocks[p / bs]} * bs + p % bs; };
   const uint32_t bit = uint32_t{1} << (tag(sharing.adapter) % 32);
   std::vector<RowSpec> specs;
   plan.redo_rows(
       span,
       [&](int32_t p) {
-        const int64_t slot = slot_of(p);
-        return (processed_by(tags_->read(slot, generation(slot))) & bit) != 0;
+        const int64_t slot = kv_slot(blocks, p, bs_);
+        return (processed_by(tags_->read(slot, kv_->slot_generation(slot))) & bit) != 0;
       },
       &specs);
   if (specs.empty()) return;
@@ -50,7 +48,7 @@ void OwnerTags::add_redo_rows(const ChunkSpan& span, SeqPlanner& plan, const std
   step->write_masks.push_back(std::move(m));
   for (const RowSpec& rs : specs) {
     const int32_t p = rs.index;
-    const int64_t slot = slot_of(p);
+    const int64_t slot = kv_slot(blocks, p, bs_);
     TokenRow row;
     row.token = tokens[p];
     row.pos = p;
@@ -61,7 +59,8 @@ void OwnerTags::add_redo_rows(const ChunkSpan& span, SeqPlanner& plan, const std
     // From the snapshot at the first critical layer where one is kept (the
     // state of the agent that processed the token), else from layer 0,
     // keeping a snapshot on the way.
-    const std::span<const float> h = snaps ? hidden_->read(slot, generation(slot)) : std::span<const float>();
+    const std::span<const float> h =
+        snaps ? hidden_->read(slot, kv_->slot_generation(slot)) : std::span<const float>();
     if (!h.empty()) {
       row.layer_begin = layer_;
       row.hidden_in = static_cast<int32_t>(step->hidden_in.size() / d_);
@@ -83,7 +82,7 @@ void OwnerTags::store(const Step& step, const std::function<const SeqSharing*(si
     for (int32_t i = sq.row_begin; i < sq.row_end; ++i) {
       const TokenRow& row = step.rows[i];
       if (row.slot < 0 || row.adapter < 0) continue;
-      const uint32_t gen = generation(row.slot);
+      const uint32_t gen = kv_->slot_generation(row.slot);
       // A recompute row adds the agent to those that processed the token; a
       // row of new K/V (all layers) makes it the only one.
       const uint32_t before = row.write_mask >= 0 ? processed_by(tags_->read(row.slot, gen)) : 0;

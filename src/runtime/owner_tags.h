@@ -64,9 +64,6 @@ class OwnerTags {
  private:
   // An agent's tag, assigned on first use (the base is 0; tags share owner bits modulo 32).
   int32_t tag(const Adapter* a);
-  uint32_t generation(int64_t slot) const {
-    return kv_->pool().ref_of(static_cast<int32_t>(slot / bs_)).generation;
-  }
 
   KvComponent* tags_ = nullptr;
   KvComponent* hidden_ = nullptr;

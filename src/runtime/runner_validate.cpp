@@ -81,7 +81,7 @@ Status Runner::validate_seqs(const Step& step) const {
       }
       // The row's own K/V must land where attention will read position pos;
       // a negative slot writes nothing (the K/V at pos comes from another row).
-      const int64_t want = int64_t{q.blocks[row.pos / g.block_size]} * g.block_size + row.pos % g.block_size;
+      const int64_t want = kv_slot(q.blocks, row.pos, g.block_size);
       if (row.slot >= 0 && row.slot != want) {
         return make_error(ErrorCode::kInternal, "row slot does not match its block table");
       }
@@ -195,7 +195,7 @@ Status Runner::validate_lr(const Step& step) const {
         return make_error(ErrorCode::kInternal, "row position ", row.pos, " beyond its LR block table");
       }
       if (row.lr_slot == -1) continue;
-      const int64_t want = int64_t{ql.blocks[row.pos / bs]} * bs + row.pos % bs;
+      const int64_t want = kv_slot(ql.blocks, row.pos, bs);
       if (row.lr_slot != want || row.adapter != ql.adapter) {
         return make_error(ErrorCode::kInternal, "row LR slot does not match its LR block table or adapter");
       }

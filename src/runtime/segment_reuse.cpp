@@ -45,7 +45,7 @@ void SegmentReuse::queue_copies(ReuseState& st, int32_t b, int32_t e, const std:
     }
     for (int32_t p = lo; p < hi; ++p) {
       const int64_t src = int64_t{h.src.id} * bs_ + h.src_offset + (p - h.dst_pos);
-      const int64_t dst = int64_t{blocks[p / bs_]} * bs_ + p % bs_;
+      const int64_t dst = kv_slot(blocks, p, bs_);
       step->copies.push_back(KvCopy{src, dst, h.dst_pos - h.src_pos});
       captures_->copy(src, h.src.generation, dst);  // the captured state travels with the K/V
     }
@@ -60,7 +60,7 @@ void SegmentReuse::queue_copies(ReuseState& st, int32_t b, int32_t e, const std:
   st.influence.resize(st.n_prompt(), 0.0f);
   for (int32_t p = b; p < e; ++p) {
     if (!st.reused[p]) continue;
-    const int64_t slot = int64_t{blocks[p / bs_]} * bs_ + p % bs_;
+    const int64_t slot = kv_slot(blocks, p, bs_);
     st.has_hidden[p] = captures_->has_hidden(slot);
     st.influence[p] = captures_->influence(slot);
   }

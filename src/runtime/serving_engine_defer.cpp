@@ -21,7 +21,7 @@ TokenRow ServingEngineImpl::prompt_row(const Live& l, const SchedRequest& r, con
   TokenRow row;
   row.token = r.tokens[p];
   row.pos = p;
-  row.slot = int64_t{blocks[p / bs]} * bs + p % bs;
+  row.slot = kv_slot(blocks, p, bs);
   row.adapter = p >= l.plan->sharing().weights_from ? adapter_index : -1;
   return row;
 }

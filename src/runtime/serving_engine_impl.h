@@ -270,7 +270,6 @@ class ServingEngineImpl final : public ServingEngine {
   // or owner snapshots' component or a deferred chunk's request, and the
   // influence its decode rows gave.
   void store_captures(const Step& step, const StepOutput& so, const std::vector<Live*>& seq_of);
-  uint32_t generation_of(int64_t slot) const { return kv_->pool().ref_of(static_cast<int32_t>(slot / opts_.block_size)).generation; }
 
   ServingOptions opts_;
   std::shared_ptr<Model> model_;

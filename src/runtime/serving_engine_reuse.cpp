@@ -194,7 +194,7 @@ void ServingEngineImpl::store_captures(const Step& step, const StepOutput& so, c
         continue;
       }
       if (to == nullptr) continue;
-      std::span<float> dst = to->write(row.slot, generation_of(row.slot));
+      std::span<float> dst = to->write(row.slot, kv_->slot_generation(row.slot));
       std::copy(h, h + d, dst.begin());
     }
   }

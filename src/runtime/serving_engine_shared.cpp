@@ -33,10 +33,10 @@ void ServingEngineImpl::plan_rows(const ScheduledSeq& s, Live& l, int32_t adapte
     TokenRow row;
     row.token = r->tokens[pos];
     row.pos = pos;
-    row.slot = rs.write_kv ? int64_t{q.blocks[pos / bs]} * bs + pos % bs : -1;
+    row.slot = rs.write_kv ? kv_slot(q.blocks, pos, bs) : -1;
     row.logits = rs.logits;
     row.adapter = rs.adapter ? adapter_index : -1;
-    if (rs.write_lr && lr_blocks != nullptr) row.lr_slot = int64_t{(*lr_blocks)[pos / bs]} * bs + pos % bs;
+    if (rs.write_lr && lr_blocks != nullptr) row.lr_slot = kv_slot(*lr_blocks, pos, bs);
     // Prompt logprobs: every prompt row that writes KV (or only its LR row)
     // also gives logits.
     const bool score =

@@ -17,6 +17,11 @@ struct Adapter;  // adapter/adapter.h
 
 inline constexpr int32_t kAllLayers = -1;  // TokenRow::layer_end: up to the last layer
 
+// The KV slot of position `pos` of a sequence whose blocks are `blocks`.
+inline int64_t kv_slot(const std::vector<int32_t>& blocks, int32_t pos, int32_t block_size) {
+  return int64_t{blocks[pos / block_size]} * block_size + pos % block_size;
+}
+
 struct TokenRow {
   int32_t token = 0;   // input token id
   int32_t pos = 0;     // position in its sequence

@@ -26,7 +26,7 @@ void TokenOutput::fill_mask(size_t words) {
 ServeFinish TokenOutput::next(std::span<const float> logits, const Tokenizer& tok, int64_t n_tokens,
                               int32_t max_model_len, ServeEvent* ev) {
   const bool forced = forced_next();
-  const bool constrained = matcher_ && !forced;
+  const bool constrained = constrained_next();
   if (constrained && !mask_ready_) fill_mask((logits.size() + 31) / 32);  // not planned as a sampled row
   SampleResult sr = forced ? logprobs_of(logits, forced_[n_generated_], sampler_.params().n_logprobs)
                            : sampler_.sample(logits, constrained ? mask_.data() : nullptr);
